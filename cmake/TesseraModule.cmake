@@ -1,0 +1,22 @@
+# tessera_module(NAME DEPS a b ...)
+#   Builds library tessera_NAME (alias tessera::NAME) from every *.cc in the
+#   current folder except *_test.cc, and one GoogleTest binary NAME_test from
+#   the *_test.cc files, registered with CTest under label "unit".
+function(tessera_module name)
+  cmake_parse_arguments(ARG "" "" "DEPS;TEST_DEPS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cc)
+  file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cc)
+  if(tests)
+    list(REMOVE_ITEM srcs ${tests})
+  endif()
+  add_library(tessera_${name} STATIC ${srcs})
+  add_library(tessera::${name} ALIAS tessera_${name})
+  target_include_directories(tessera_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+  target_link_libraries(tessera_${name} PUBLIC ${ARG_DEPS})
+  if(tests)
+    add_executable(${name}_test ${tests})
+    target_link_libraries(${name}_test PRIVATE tessera_${name} ${ARG_TEST_DEPS} GTest::gtest GTest::gtest_main)
+    add_test(NAME ${name}_test COMMAND ${name}_test)
+    set_tests_properties(${name}_test PROPERTIES LABELS unit TIMEOUT 900)
+  endif()
+endfunction()
