@@ -1,0 +1,24 @@
+// Matrix multiplication, forward and backward.
+//   MatMul(a, b, trans_a, trans_b): op(a) @ op(b) where op transposes the last
+//   two axes when asked. Shapes: a [..., M, K], b [K, N] (a's leading axes
+//   are folded into M) or b [..., K, N] with the same leading axes as a
+//   (batched matmul). fp32, bf16 and fp16; bf16/fp16 accumulate in fp32 and
+//   round once on output. Invalid shapes/dtypes throw OpError naming both.
+// The optimized path packs panels and runs per-ISA micro-kernels
+// (gemm_kernels.h) under OpenMP; the reference path is a triple loop.
+#pragma once
+
+#include "tessera/tensor/tensor.h"
+
+namespace tessera::ops {
+
+Tensor MatMul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+
+struct MatMulGrads {
+  Tensor grad_a;  // undefined unless need_a
+  Tensor grad_b;  // undefined unless need_b
+};
+MatMulGrads MatMulBackward(const Tensor& grad_out, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
+                           bool need_a = true, bool need_b = true);
+
+}  // namespace tessera::ops
