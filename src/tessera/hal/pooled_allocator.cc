@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cstdlib>
+#include <limits>
 
 #include "tessera/base/logging.h"
 
@@ -22,12 +23,16 @@ size_t PooledAllocator::RoundSize(size_t bytes) {
   // Four size classes per power of two: at most 25% waste.
   size_t pow2 = std::bit_floor(bytes);
   size_t step = pow2 / 4;
-  size_t rounded = (bytes + step - 1) / step * step;
-  if (rounded >= kHugePage) rounded = (rounded + kHugePage - 1) / kHugePage * kHugePage;
-  return rounded;
+  // (Not rounded up to whole huge pages: a 2.25 MiB tensor would then fault
+  // in 4 MiB, since touching any byte of a THP-advised 2 MiB range maps it all.)
+  return (bytes + step - 1) / step * step;
 }
 
 void* PooledAllocator::Allocate(size_t bytes) {
+  if (bytes > (std::numeric_limits<size_t>::max() >> 2)) {
+    TLOG(ERROR, "{}: cannot allocate {} bytes", name_, bytes);
+    return nullptr;
+  }
   size_t size = RoundSize(bytes);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -42,7 +47,8 @@ void* PooledAllocator::Allocate(size_t bytes) {
     }
   }
   size_t align = size >= kHugePage ? kHugePage : kAlignment;
-  void* p = std::aligned_alloc(align, size);
+  void* p = nullptr;
+  if (posix_memalign(&p, align, size) != 0) p = nullptr;
   if (p == nullptr) {
     TLOG(ERROR, "{}: out of memory allocating {} bytes", name_, size);
     return nullptr;
