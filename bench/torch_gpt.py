@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""PyTorch reference for Tessera's training-throughput benchmark.
+
+Trains the same decoder-only GPT (pre-norm blocks, causal attention with
+rotary or learned positions, GELU/SwiGLU MLP or top-k MoE FFN with the
+Switch load-balancing loss, tied embeddings) as `tessera train` with the same
+configuration file and on the same batches, which `tessera data export`
+wrote to a binary file. Prints one JSON line with tokens/s and the loss curve.
+
+Usage: torch_gpt.py CONFIG.toml BATCHES.bin --steps N [--threads T] [--warmup W]
+"""
+import argparse
+import json
+import math
+import struct
+import sys
+import time
+import tomllib
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def load_batches(path):
+    with open(path, "rb") as f:
+        magic, n, b, t = struct.unpack("<4sqqq", f.read(28))
+        if magic != b"TSBT":
+            sys.exit(f"{path}: not a Tessera batch file")
+        data = np.frombuffer(f.read(), dtype=np.int32)
+    data = data.reshape(n, 2, b, t)
+    return [(torch.from_numpy(d[0].astype(np.int64)), torch.from_numpy(d[1].astype(np.int64))) for d in data]
+
+
+def rope(x, base=10000.0):
+    # x: [B, H, T, Dh], rotate-half layout.
+    _, _, t, dh = x.shape
+    half = dh // 2
+    inv = base ** (-torch.arange(0, half, dtype=torch.float32) * 2.0 / dh)
+    ang = torch.arange(t, dtype=torch.float32)[:, None] * inv[None, :]
+    cos, sin = ang.cos(), ang.sin()
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, d, h, use_rope):
+        super().__init__()
+        self.h, self.use_rope = h, use_rope
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.proj = nn.Linear(d, d, bias=False)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+        if self.use_rope:
+            q, k = rope(q), rope(k)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(b, t, d))
+
+
+class Mlp(nn.Module):
+    def __init__(self, d, ff, act):
+        super().__init__()
+        self.act = act
+        self.up = nn.Linear(d, ff * (2 if act == "swiglu" else 1), bias=False)
+        self.down = nn.Linear(ff, d, bias=False)
+
+    def forward(self, x):
+        h = self.up(x)
+        if self.act == "swiglu":
+            g, u = h.chunk(2, dim=-1)
+            h = F.silu(g) * u
+        else:
+            h = F.gelu(h, approximate="tanh")
+        return self.down(h)
+
+
+class Moe(nn.Module):
+    def __init__(self, d, ff, act, experts, top_k):
+        super().__init__()
+        self.top_k, self.e = top_k, experts
+        self.router = nn.Linear(d, experts, bias=False)
+        self.experts = nn.ModuleList([Mlp(d, ff, act) for _ in range(experts)])
+
+    def forward(self, x):
+        b, t, d = x.shape
+        xf = x.reshape(-1, d)
+        probs = F.softmax(self.router(xf), dim=-1)
+        w, idx = probs.topk(self.top_k, dim=-1)
+        w = w / w.sum(-1, keepdim=True)
+        out = torch.zeros_like(xf)
+        frac = torch.zeros(self.e)
+        for e in range(self.e):
+            rows, slot = (idx == e).nonzero(as_tuple=True)
+            frac[e] = rows.numel() / (xf.shape[0] * self.top_k)
+            if rows.numel():
+                out.index_add_(0, rows, self.experts[e](xf[rows]) * w[rows, slot, None])
+        aux = self.e * (frac.detach() * probs.mean(0)).sum()
+        return out.view(b, t, d), aux
+
+
+class Block(nn.Module):
+    def __init__(self, cfg, moe):
+        super().__init__()
+        d = cfg["d_model"]
+        norm = nn.LayerNorm if cfg.get("norm", "layernorm") == "layernorm" else nn.RMSNorm
+        self.n1, self.n2 = norm(d), norm(d)
+        self.attn = Attention(d, cfg["n_heads"], cfg.get("rope", True))
+        act = cfg.get("activation", "gelu")
+        if moe:
+            m = cfg["moe"]
+            self.ffn = Moe(d, m.get("d_ff_expert", cfg["d_ff"]), act, m["num_experts"], m["top_k"])
+        else:
+            self.ffn = Mlp(d, cfg["d_ff"], act)
+        self.is_moe = moe
+
+    def forward(self, x):
+        x = x + self.attn(self.n1(x))
+        if self.is_moe:
+            y, aux = self.ffn(self.n2(x))
+            return x + y, aux
+        return x + self.ffn(self.n2(x)), torch.zeros(())
+
+
+class Gpt(nn.Module):
+    def __init__(self, cfg, moe_layers):
+        super().__init__()
+        d = cfg["d_model"]
+        self.cfg = cfg
+        self.emb = nn.Embedding(cfg["vocab_size"], d)
+        self.pos = None if cfg.get("rope", True) else nn.Embedding(cfg["seq_len"], d)
+        self.blocks = nn.ModuleList([Block(cfg, i in moe_layers) for i in range(cfg["n_layers"])])
+        norm = nn.LayerNorm if cfg.get("norm", "layernorm") == "layernorm" else nn.RMSNorm
+        self.nf = norm(d)
+        self.aux_coef = cfg.get("moe", {}).get("aux_loss_coef", 0.01)
+
+    def forward(self, ids, targets):
+        x = self.emb(ids)
+        if self.pos is not None:
+            x = x + self.pos(torch.arange(ids.shape[1]))
+        aux = torch.zeros(())
+        for blk in self.blocks:
+            x, a = blk(x)
+            aux = aux + a
+        logits = self.nf(x) @ self.emb.weight.t()
+        ce = F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1), ignore_index=-100)
+        return ce + self.aux_coef * aux, ce
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("config")
+    ap.add_argument("batches")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--moe-layers", default="")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    with open(args.config, "rb") as f:
+        cfg = tomllib.load(f)
+    mcfg = cfg["model"]
+    moe_layers = {int(x) for x in args.moe_layers.split(",") if x}
+    model = Gpt(mcfg, moe_layers)
+    tr = cfg.get("train", {})
+    opt = torch.optim.AdamW(model.parameters(), lr=tr.get("lr", 1e-3), weight_decay=tr.get("weight_decay", 0.1),
+                            betas=(tr.get("beta1", 0.9), tr.get("beta2", 0.95)))
+    batches = load_batches(args.batches)
+    tokens, elapsed, losses = 0, 0.0, []
+    for step in range(args.warmup + args.steps):
+        ids, tg = batches[step % len(batches)]
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss, ce = model(ids, tg)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), tr.get("grad_clip", 1.0))
+        opt.step()
+        dt = time.perf_counter() - t0
+        if step >= args.warmup:
+            elapsed += dt
+            tokens += ids.numel()
+        losses.append(float(ce))
+    print(json.dumps({"framework": f"pytorch {torch.__version__}", "threads": args.threads,
+                      "steps": args.steps, "tokens_per_s": tokens / elapsed,
+                      "step_ms": 1000 * elapsed / args.steps, "losses": losses,
+                      "params": sum(p.numel() for p in model.parameters())}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+#include "tessera/train/run_record.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace tessera::train {
+
+Status WriteFileAtomic(const std::string& path, const std::string& contents) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError("cannot create '{}': {}", tmp, std::strerror(errno));
+  size_t done = 0;
+  while (done < contents.size()) {
+    ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return IoError("cannot write '{}': {}", tmp, std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return IoError("cannot flush '{}': {}", tmp, std::strerror(err));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return IoError("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(err));
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<RunRecord>> RunRecord::Create(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return IoError("cannot create run directory '{}': {}", dir, ec.message());
+  std::unique_ptr<RunRecord> r(new RunRecord(dir));
+  std::string path = dir + "/metrics.jsonl";
+  r->metrics_ = std::fopen(path.c_str(), "w");
+  if (r->metrics_ == nullptr) return IoError("cannot open '{}': {}", path, std::strerror(errno));
+  return r;
+}
+
+RunRecord::~RunRecord() {
+  if (metrics_ != nullptr) std::fclose(metrics_);
+}
+
+Status RunRecord::AppendMetrics(const nlohmann::json& row) {
+  std::string line = row.dump() + "\n";
+  if (std::fputs(line.c_str(), metrics_) < 0 || std::fflush(metrics_) != 0) {
+    return IoError("cannot append to '{}/metrics.jsonl': {}", dir_, std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Status RunRecord::WriteJson(const std::string& name, const nlohmann::json& value) {
+  return WriteFileAtomic(dir_ + "/" + name, value.dump(2) + "\n");
+}
+
+}  // namespace tessera::train

@@ -1,0 +1,38 @@
+// RunRecord: the files a training run leaves under runs/<name>/:
+//   config.json    the fully resolved configuration
+//   metrics.jsonl  one JSON object per step (and per evaluation), flushed
+//                  as written so a crash keeps every finished step
+//   summary.json   final figures, written atomically (temp file + rename)
+// Errors name the path. Single-threaded use.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/base/status.h"
+
+namespace tessera::train {
+
+class RunRecord {
+ public:
+  static StatusOr<std::unique_ptr<RunRecord>> Create(const std::string& dir);
+  ~RunRecord();
+
+  const std::string& dir() const { return dir_; }
+  Status AppendMetrics(const nlohmann::json& row);
+  // Writes `name` inside the run directory atomically.
+  Status WriteJson(const std::string& name, const nlohmann::json& value);
+
+ private:
+  explicit RunRecord(std::string dir) : dir_(std::move(dir)) {}
+  std::string dir_;
+  FILE* metrics_ = nullptr;
+};
+
+// Writes `contents` to `path` atomically: a temp file in the same folder,
+// fsync, rename. An existing file is replaced only once the new one is whole.
+Status WriteFileAtomic(const std::string& path, const std::string& contents);
+
+}  // namespace tessera::train

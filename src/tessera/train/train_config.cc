@@ -1,0 +1,162 @@
+#include "tessera/train/train_config.h"
+
+#include "tessera/train/config_schema.h"
+
+namespace tessera::train {
+namespace {
+
+// Enum-valued model fields go through strings in the file.
+struct EnumText {
+  std::string norm;
+  std::string activation;
+  std::string param_dtype;
+  std::string compute_dtype;
+};
+
+void BindAll(ConfigSchema& s, TrainConfig& c, EnumText& e, int64_t& model_seed) {
+  s.Bind("name", &c.name, "run name; outputs go to <train.out_dir>/<name>/");
+  models::GptConfig& m = c.model;
+  s.Bind("model.vocab_size", &m.vocab_size, "vocabulary size (>= the dataset's)");
+  s.Bind("model.seq_len", &m.seq_len, "context length in tokens");
+  s.Bind("model.n_layers", &m.n_layers, "transformer blocks");
+  s.Bind("model.d_model", &m.d_model, "hidden size");
+  s.Bind("model.n_heads", &m.n_heads, "attention heads");
+  s.Bind("model.d_ff", &m.d_ff, "MLP hidden size (0 = 4 d_model)");
+  s.Bind("model.norm", &e.norm, "layernorm | rmsnorm");
+  s.Bind("model.activation", &e.activation, "gelu | swiglu");
+  s.Bind("model.dropout", &m.dropout, "dropout probability (training only)");
+  s.Bind("model.rope", &m.rope, "rotary positions (false: learned positions)");
+  s.Bind("model.rope_base", &m.rope_base, "rotary base frequency");
+  s.Bind("model.tie_embeddings", &m.tie_embeddings, "LM head shares the token embedding");
+  s.Bind("model.bias", &m.bias, "biases in linear layers");
+  s.Bind("model.init_std", &m.init_std, "initialization standard deviation");
+  s.Bind("model.norm_eps", &m.norm_eps, "normalization epsilon");
+  s.Bind("model.param_dtype", &e.param_dtype, "parameter storage dtype (fp32)");
+  s.Bind("model.compute_dtype", &e.compute_dtype, "activation dtype: fp32 | bf16");
+  s.Bind("model.seed", &model_seed, "parameter-init and dropout seed");
+  s.Bind("model.moe.num_experts", &m.moe.num_experts, "experts per MoE layer (0 = dense)");
+  s.Bind("model.moe.top_k", &m.moe.top_k, "experts per token");
+  s.Bind("model.moe.layers", &m.moe.layers, "explicit list of MoE layer indices");
+  s.Bind("model.moe.every", &m.moe.every, "every k-th layer is MoE (when layers is empty)");
+  s.Bind("model.moe.d_ff_expert", &m.moe.d_ff_expert, "expert hidden size (0 = d_ff)");
+  s.Bind("model.moe.aux_loss_coef", &m.moe.aux_loss_coef, "load-balancing loss weight");
+  s.Bind("model.moe.capacity_factor", &m.moe.capacity_factor, "expert capacity factor (0 = no dropping)");
+  s.Bind("model.moe.normalize_top_k", &m.moe.normalize_top_k, "renormalize the top-k gate weights");
+
+  s.Bind("data.kind", &c.data.kind, "arithmetic | text | shards");
+  s.Bind("data.digits", &c.data.digits, "arithmetic: digits per operand");
+  s.Bind("data.path", &c.data.path, "text/shards: file or list of files");
+  s.Bind("data.format", &c.data.format, "shards: uint16 | uint32");
+  s.Bind("data.val_fraction", &c.data.val_fraction, "text/shards: held-out fraction of each file");
+
+  TrainOptions& t = c.train;
+  s.Bind("train.steps", &t.steps, "optimizer steps");
+  s.Bind("train.micro_batch", &t.micro_batch, "sequences per forward/backward");
+  s.Bind("train.global_batch", &t.global_batch, "sequences per optimizer step");
+  s.Bind("train.lr", &t.lr, "peak learning rate");
+  s.Bind("train.min_lr", &t.min_lr, "final learning rate of the cosine decay");
+  s.Bind("train.warmup_steps", &t.warmup_steps, "linear warm-up steps");
+  s.Bind("train.weight_decay", &t.weight_decay, "AdamW decoupled weight decay");
+  s.Bind("train.beta1", &t.beta1, "AdamW beta1");
+  s.Bind("train.beta2", &t.beta2, "AdamW beta2");
+  s.Bind("train.eps", &t.eps, "AdamW epsilon");
+  s.Bind("train.grad_clip", &t.grad_clip, "global gradient-norm clip (0 = off)");
+  s.Bind("train.seed", &t.seed, "data-order seed");
+  s.Bind("train.log_every", &t.log_every, "steps between plain log lines");
+  s.Bind("train.threads", &t.threads, "compute threads (0 = all cores)");
+  s.Bind("train.out_dir", &t.out_dir, "folder for run records");
+
+  s.Bind("eval.every", &c.eval.every, "steps between evaluations (0 = end only)");
+  s.Bind("eval.samples", &c.eval.samples, "held-out sequences per evaluation");
+  s.Bind("eval.batch", &c.eval.batch, "sequences per evaluation batch");
+}
+
+}  // namespace
+
+StatusOr<TrainConfig> TrainConfig::Load(const std::string& path, const std::vector<std::string>& overrides) {
+  TrainConfig c;
+  EnumText e{"layernorm", "gelu", "fp32", "fp32"};
+  int64_t model_seed = static_cast<int64_t>(c.model.seed);
+  ConfigSchema schema;
+  BindAll(schema, c, e, model_seed);
+  TESSERA_RETURN_IF_ERROR(schema.ApplyFile(path));
+  for (const std::string& o : overrides) TESSERA_RETURN_IF_ERROR(schema.ApplyOverride(o));
+
+  auto with = [&](Status st) { return st.WithContext(fmt::format("loading config '{}'", path)); };
+  auto norm = models::ParseNormKind(e.norm);
+  if (!norm.ok()) return with(norm.status());
+  c.model.norm = *norm;
+  auto act = models::ParseActivationKind(e.activation);
+  if (!act.ok()) return with(act.status());
+  c.model.activation = *act;
+  auto pd = ParseDType(e.param_dtype);
+  if (!pd.ok()) return with(pd.status());
+  c.model.param_dtype = *pd;
+  auto cd = ParseDType(e.compute_dtype);
+  if (!cd.ok()) return with(cd.status());
+  c.model.compute_dtype = *cd;
+  c.model.seed = static_cast<uint64_t>(model_seed);
+  Status st = c.Validate();
+  if (!st.ok()) return with(st);
+  return c;
+}
+
+Status TrainConfig::Validate() const {
+  if (name.empty() || name.find('/') != std::string::npos) {
+    return InvalidArgument("name '{}' must be non-empty and contain no '/'", name);
+  }
+  TESSERA_RETURN_IF_ERROR(model.Validate());
+  const TrainOptions& t = train;
+  if (t.steps < 1) return InvalidArgument("train.steps must be >= 1, got {}", t.steps);
+  if (t.micro_batch < 1) return InvalidArgument("train.micro_batch must be >= 1, got {}", t.micro_batch);
+  if (t.global_batch < t.micro_batch || t.global_batch % t.micro_batch != 0) {
+    return InvalidArgument("train.global_batch ({}) must be a positive multiple of train.micro_batch ({})",
+                           t.global_batch, t.micro_batch);
+  }
+  if (!(t.lr > 0)) return InvalidArgument("train.lr must be > 0, got {}", t.lr);
+  if (t.min_lr < 0 || t.min_lr > t.lr) {
+    return InvalidArgument("train.min_lr must be in [0, train.lr = {}], got {}", t.lr, t.min_lr);
+  }
+  if (t.warmup_steps < 0) return InvalidArgument("train.warmup_steps must be >= 0, got {}", t.warmup_steps);
+  if (t.beta1 < 0 || t.beta1 >= 1 || t.beta2 < 0 || t.beta2 >= 1) {
+    return InvalidArgument("train.beta1/beta2 must be in [0, 1), got {}/{}", t.beta1, t.beta2);
+  }
+  if (t.grad_clip < 0) return InvalidArgument("train.grad_clip must be >= 0, got {}", t.grad_clip);
+  if (t.threads < 0) return InvalidArgument("train.threads must be >= 0, got {}", t.threads);
+  if (t.log_every < 1) return InvalidArgument("train.log_every must be >= 1, got {}", t.log_every);
+  if (eval.every < 0 || eval.samples < 1 || eval.batch < 1) {
+    return InvalidArgument("eval.every must be >= 0 and eval.samples, eval.batch >= 1 (got {}, {}, {})", eval.every,
+                           eval.samples, eval.batch);
+  }
+  if (data.kind != "arithmetic" && data.kind != "text" && data.kind != "shards") {
+    return InvalidArgument("data.kind must be 'arithmetic', 'text' or 'shards', got '{}'", data.kind);
+  }
+  if (data.kind != "arithmetic" && data.path.empty()) {
+    return InvalidArgument("data.path is required for data.kind = '{}'", data.kind);
+  }
+  if (data.kind == "shards" && data.format != "uint16" && data.format != "uint32") {
+    return InvalidArgument("data.format must be 'uint16' or 'uint32' for shards, got '{}'", data.format);
+  }
+  return Status::Ok();
+}
+
+nlohmann::json TrainConfig::ToJson() const {
+  TrainConfig copy = *this;
+  EnumText e{std::string(models::NormKindName(model.norm)), std::string(models::ActivationKindName(model.activation)),
+             std::string(DTypeName(model.param_dtype)), std::string(DTypeName(model.compute_dtype))};
+  int64_t model_seed = static_cast<int64_t>(model.seed);
+  ConfigSchema schema;
+  BindAll(schema, copy, e, model_seed);
+  return schema.ToJson();
+}
+
+std::string TrainConfig::DescribeKeys() {
+  TrainConfig c;
+  EnumText e{"layernorm", "gelu", "fp32", "fp32"};
+  int64_t model_seed = static_cast<int64_t>(c.model.seed);
+  ConfigSchema schema;
+  BindAll(schema, c, e, model_seed);
+  return schema.Describe();
+}
+
+}  // namespace tessera::train

@@ -1,0 +1,70 @@
+// TrainConfig: everything `tessera train` needs, loaded from a TOML file with
+// `--set key=value` overrides (dotted keys). Sections:
+//   name            run name (runs/<name>/)
+//   [model]         GptConfig fields; [model.moe] its MoE fields
+//   [data]          which dataset: kind = "arithmetic" | "text" | "shards"
+//   [train]         steps, batch sizes, optimizer, schedule, seed, logging
+//   [eval]          how often and on how many held-out samples
+// Load() rejects unknown keys, wrong types and inconsistent values with
+// messages naming the key and where it was set. Plain value type.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/base/status.h"
+#include "tessera/models/gpt_config.h"
+
+namespace tessera::train {
+
+struct DataOptions {
+  std::string kind = "arithmetic";  // arithmetic | text | shards
+  int digits = 3;                   // arithmetic: operand digits
+  std::vector<std::string> path;    // text / shards: files
+  std::string format = "";          // shards: uint16 | uint32 (text: ignored)
+  double val_fraction = 0.1;        // text / shards: held-out tail of each file
+};
+
+struct TrainOptions {
+  int64_t steps = 1000;
+  int64_t micro_batch = 32;   // sequences per forward/backward
+  int64_t global_batch = 32;  // sequences per optimizer step (multiple of micro_batch)
+  double lr = 3e-3;
+  double min_lr = 3e-4;
+  int64_t warmup_steps = 50;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;  // 0 disables clipping
+  int64_t seed = 1;
+  int64_t log_every = 25;
+  int64_t threads = 0;  // 0 = all cores
+  std::string out_dir = "runs";
+};
+
+struct EvalOptions {
+  int64_t every = 250;    // steps between evaluations (0: only at the end)
+  int64_t samples = 256;  // held-out sequences evaluated
+  int64_t batch = 64;
+};
+
+struct TrainConfig {
+  std::string name = "run";
+  models::GptConfig model;
+  DataOptions data;
+  TrainOptions train;
+  EvalOptions eval;
+
+  // Loads `path` then applies `overrides` ("train.steps=50"), validates.
+  static StatusOr<TrainConfig> Load(const std::string& path, const std::vector<std::string>& overrides);
+  Status Validate() const;
+  nlohmann::json ToJson() const;
+  // The key reference (for `tessera train --help-config`).
+  static std::string DescribeKeys();
+  int64_t accumulation_steps() const { return train.global_batch / train.micro_batch; }
+};
+
+}  // namespace tessera::train

@@ -1,0 +1,73 @@
+// Trainer: single-process training of a GPT on a Dataset — the loop behind
+// `tessera train`. Each step: gradient accumulation over micro-batches
+// (global_batch / micro_batch), global-norm clipping, AdamW at the
+// warm-up + cosine learning rate. Periodic held-out evaluation. Writes
+// runs/<name>/{config.json, metrics.jsonl, summary.json} and shows progress.
+// Data order depends only on (train.seed, step), parameters only on
+// model.seed, so a run is reproducible for any thread count.
+// Operator argument errors (OpError) are returned as Status. One thread
+// drives a Trainer; kernels parallelize inside.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/data/dataset.h"
+#include "tessera/models/gpt.h"
+#include "tessera/train/train_config.h"
+
+namespace tessera::train {
+
+struct EvalResult {
+  double loss = 0;    // mean cross-entropy per scored token
+  double metric = 0;  // dataset metric (e.g. exact match)
+  int64_t samples = 0;
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double final_loss = 0;        // training loss (cross-entropy) of the last step
+  double final_loss_avg10 = 0;  // mean over the last 10 steps
+  EvalResult eval;
+  std::string metric_name;
+  double chance_metric = 0;
+  double tokens_per_s = 0;  // processed tokens per second over all steps after the first
+  double model_flops_per_token = 0;
+  double mfu = 0;                // model FLOP/s / measured peak FLOP/s (compute dtype, all cores)
+  double peak_flops = 0;
+  int64_t peak_memory_bytes = 0;  // allocator high-water mark
+  int64_t parameters = 0;
+  int64_t active_parameters = 0;
+  double wall_s = 0;
+  std::string run_dir;
+  nlohmann::json ToJson() const;
+};
+
+struct TrainerOptions {
+  FILE* out = stdout;        // progress and messages
+  bool force_plain = false;  // no progress bar even on a terminal
+  bool write_records = true; // runs/<name>/ files
+};
+
+StatusOr<std::unique_ptr<data::Dataset>> MakeDataset(const TrainConfig& config);
+
+class Trainer {
+ public:
+  static StatusOr<std::unique_ptr<Trainer>> Create(const TrainConfig& config, const TrainerOptions& options = {});
+  Status Run(TrainSummary* summary);
+  EvalResult Evaluate();
+  models::Gpt& model() { return *model_; }
+
+ private:
+  Trainer(const TrainConfig& config, const TrainerOptions& options) : config_(config), options_(options) {}
+  Status RunImpl(TrainSummary* summary);
+
+  TrainConfig config_;
+  TrainerOptions options_;
+  std::unique_ptr<data::Dataset> dataset_;
+  std::unique_ptr<models::Gpt> model_;
+};
+
+}  // namespace tessera::train
