@@ -1,0 +1,97 @@
+// Tape-based reverse-mode automatic differentiation (eager, define-by-run).
+//
+// Differentiable functions (graph/functional.h) run their forward kernel and,
+// when grad mode is on and some input requires grad, append one TapeEntry to
+// the calling thread's tape: the input and output tensors and a closure that
+// maps the outputs' gradients to the inputs' gradients. Outputs of recorded
+// ops get requires_grad = true.
+//
+// Backward(loss) walks the tape in reverse. Gradients of intermediate tensors
+// live in a map keyed by tensor identity and are dropped as soon as their
+// producing entry has consumed them; each entry is released right after its
+// closure ran, so activation memory shrinks as the walk proceeds. Gradients
+// of leaves (tensors with requires_grad that no recorded op produced, i.e.
+// parameters) are ACCUMULATED into their .grad(), in the leaf's own dtype
+// (fp32 leaves get fp32 gradients). Calling forward + Backward for several
+// micro-batches therefore sums their gradients (gradient accumulation); call
+// ZeroGrad on the parameters to start afresh. Backward clears the tape.
+//
+// The tape holds strong references to every tensor it records until Backward
+// or ClearTape. A forward whose result is not differentiated (evaluation)
+// should run under NoGradGuard, or be abandoned with ClearTape().
+//
+// Views made with Tensor's own view methods (Tensor::Transpose, ...) are not
+// recorded and do not carry requires_grad: use the graph:: versions.
+//
+// Thread-safety: the tape and the grad mode are thread-local; every thread
+// differentiates its own computations independently. A leaf shared between
+// threads must not be the target of concurrent Backward calls.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "tessera/tensor/tensor.h"
+
+namespace tessera::graph {
+
+// Maps the gradients of an entry's outputs (all defined: missing ones are
+// zero-filled by Backward) to the gradients of its inputs (one per input, in
+// order; undefined = no gradient). `needs_grad[i]` says whether input i
+// requires a gradient; closures may skip computing the others.
+using BackwardFn =
+    std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs, const std::vector<bool>& needs_grad)>;
+
+// Whether recording is on for this thread (default: on).
+bool GradEnabled();
+
+// Disables recording on this thread for its lifetime (evaluation, optimizer
+// updates, the backward pass itself). Nests; restores the previous mode.
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool saved_;
+};
+
+// Sets the grad mode for its lifetime (like torch.set_grad_enabled).
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool enabled);
+  ~GradModeGuard();
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+
+ private:
+  bool saved_;
+};
+
+// True when grad mode is on and any defined input requires grad: the test
+// every differentiable function makes before recording.
+bool ShouldRecord(const std::vector<Tensor>& inputs);
+
+// Appends an entry to this thread's tape and marks `outputs` as requiring
+// grad. `op` must be a string literal (kept by pointer, used in messages).
+// Callers check ShouldRecord first; inputs that do not require grad are kept
+// but get no gradient.
+void Record(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outputs, BackwardFn backward);
+
+// Backpropagates from `loss` (any shape; `grad` defaults to ones, i.e. d loss
+// / d loss = 1 for a scalar) through this thread's tape, accumulating into
+// leaves' .grad(), then clears the tape. CHECKs that `loss` requires grad and
+// that `grad` (if given) has loss's shape.
+void Backward(const Tensor& loss, const Tensor& grad = {});
+
+// Drops every recorded entry of this thread (abandons a forward).
+void ClearTape();
+
+// Number of entries on this thread's tape (tests, diagnostics).
+size_t TapeSize();
+
+}  // namespace tessera::graph
