@@ -2,6 +2,7 @@
 // UniformAt(seed, offset + i) >= p, and kept values are scaled by 1/(1-p).
 // The mask is never stored: the backward regenerates it from (seed, offset),
 // so results are identical for any thread count and across recompute.
+// p must be in [0, 1] (p = 1 drops everything); otherwise OpError.
 #pragma once
 
 #include <cstdint>

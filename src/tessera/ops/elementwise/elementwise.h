@@ -1,6 +1,9 @@
 // Broadcasting element-wise arithmetic (numpy rules), forward and backward,
 // and a few scalar helpers. Outputs take the inputs' dtype (both inputs must
-// share one floating dtype); bf16/fp16 compute in fp32.
+// share one floating dtype); bf16/fp16 compute in fp32 and round once.
+// Inputs may be non-contiguous; results are fresh contiguous tensors (a
+// gradient never aliases grad_out or another gradient). Bad shapes/dtypes
+// throw OpError naming the op and both shapes. Thread-safe.
 #pragma once
 
 #include "tessera/tensor/tensor.h"

@@ -3,7 +3,12 @@
 //   layernorm: y = (x - mean) * rstd * gamma + beta
 //   rmsnorm:   y = x * rstd * gamma,  rstd = 1/sqrt(mean(x^2) + eps)
 // gamma/beta have shape [D] and may be fp32 while x is bf16 (mixed
-// precision); their gradients are returned in their own dtype.
+// precision); grad_gamma takes gamma's dtype, and grad_beta (the backward
+// does not see beta) takes gamma's dtype too. Statistics and parameter
+// gradients accumulate in fp32 (double in the reference); parameter
+// gradients are summed over fixed row blocks, so results do not depend on
+// the thread count. RmsNorm leaves NormResult::mean undefined. Bad shapes,
+// dtypes or stats throw OpError. Thread-safe (no shared state).
 #pragma once
 
 #include "tessera/tensor/tensor.h"

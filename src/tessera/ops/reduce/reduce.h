@@ -1,7 +1,8 @@
 // Reductions over a set of axes (empty = all axes), forward and backward.
 // Sum/Mean accumulate in fp32 (double in the reference); Max returns the
 // maximum and, for one axis, the int64 argmax used by its backward (ties: the
-// first index).
+// first index). Optimized sums use fixed work splits, so results do not
+// depend on the thread count. Bad axes/dtypes/indices throw OpError.
 #pragma once
 
 #include <vector>
