@@ -1,0 +1,200 @@
+#include "tessera/models/gpt.h"
+
+#include <cmath>
+
+#include "tessera/base/error.h"
+#include "tessera/graph/functional.h"
+#include "tessera/tensor/rng.h"
+
+namespace tessera::models {
+namespace {
+
+constexpr uint64_t kDropoutStream = 0x64726f706f7574ull;  // "dropout"
+
+float ResidualStd(const GptConfig& config) {
+  return config.init_std / std::sqrt(2.0f * static_cast<float>(config.n_layers));
+}
+
+}  // namespace
+
+Norm::Norm(NormKind kind, int64_t dim, float eps, DType dtype) : kind_(kind), eps_(eps) {
+  weight_ = RegisterParameter("weight", Tensor::Empty({dim}, dtype), graph::ParamInit::Ones());
+  if (kind == NormKind::kLayerNorm) {
+    bias_ = RegisterParameter("bias", Tensor::Empty({dim}, dtype), graph::ParamInit::Zeros());
+  }
+}
+
+Tensor Norm::Forward(const Tensor& x) const {
+  if (kind_ == NormKind::kLayerNorm) return graph::LayerNorm(x, weight_, bias_, eps_);
+  return graph::RmsNorm(x, weight_, eps_);
+}
+
+CausalSelfAttention::CausalSelfAttention(const GptConfig& config)
+    : n_heads_(config.n_heads), head_dim_(config.head_dim()), rope_(config.rope), rope_base_(config.rope_base) {
+  const int64_t d = config.d_model;
+  auto make = [&](const char* name, float std) {
+    auto linear = std::make_unique<graph::nn::Linear>(d, d, config.bias, std, config.param_dtype);
+    RegisterModule(name, linear.get());
+    return linear;
+  };
+  wq_ = make("wq", config.init_std);
+  wk_ = make("wk", config.init_std);
+  wv_ = make("wv", config.init_std);
+  wo_ = make("wo", ResidualStd(config));
+}
+
+Tensor CausalSelfAttention::Forward(const Tensor& x) const {
+  const int64_t b = x.size(0), t = x.size(1), d = x.size(2);
+  auto heads = [&](const graph::nn::Linear& proj) {
+    Tensor y = graph::Reshape(proj.Forward(x), {b, t, n_heads_, head_dim_});
+    return graph::Contiguous(graph::Transpose(y, 1, 2));  // [B, H, T, Dh]
+  };
+  Tensor q = heads(*wq_), k = heads(*wk_), v = heads(*wv_);
+  if (rope_) {
+    q = graph::Rope(q, rope_base_);
+    k = graph::Rope(k, rope_base_);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
+  Tensor o = graph::CausalAttention(q, k, v, scale);
+  o = graph::Reshape(graph::Transpose(o, 1, 2), {b, t, d});
+  return wo_->Forward(o);
+}
+
+Block::Block(const GptConfig& config, int layer) : dropout_(config.dropout) {
+  norm1_ = std::make_unique<Norm>(config.norm, config.d_model, config.norm_eps, config.param_dtype);
+  RegisterModule("norm1", norm1_.get());
+  attn_ = std::make_unique<CausalSelfAttention>(config);
+  RegisterModule("attn", attn_.get());
+  norm2_ = std::make_unique<Norm>(config.norm, config.d_model, config.norm_eps, config.param_dtype);
+  RegisterModule("norm2", norm2_.get());
+  if (config.IsMoeLayer(layer)) {
+    moe_ = std::make_unique<MoeFfn>(config);
+    RegisterModule("moe", moe_.get());
+  } else {
+    mlp_ = std::make_unique<Mlp>(config.d_model, config.ffn_dim(), config.activation, config.bias, config.init_std,
+                                 ResidualStd(config), config.param_dtype);
+    RegisterModule("ffn", mlp_.get());
+  }
+}
+
+Tensor Block::Forward(const Tensor& x, bool training, uint64_t dropout_seed, Tensor* aux) {
+  Tensor a = attn_->Forward(norm1_->Forward(x));
+  Tensor h = graph::Add(x, graph::Dropout(a, dropout_, training, DeriveSeed(dropout_seed, 0)));
+  Tensor f;
+  if (moe_) {
+    MoeOutput out = moe_->Forward(norm2_->Forward(h));
+    f = out.y;
+    *aux = out.aux_loss;
+  } else {
+    f = mlp_->Forward(norm2_->Forward(h));
+  }
+  return graph::Add(h, graph::Dropout(f, dropout_, training, DeriveSeed(dropout_seed, 1)));
+}
+
+Gpt::Gpt(const GptConfig& config) : config_(config) {
+  TESSERA_CHECK_OK(config_.Validate());
+  const DType pd = config_.param_dtype;
+  tok_emb_ = std::make_unique<graph::nn::Embedding>(config_.vocab_size, config_.d_model, config_.init_std, pd);
+  RegisterModule("tok_emb", tok_emb_.get());
+  if (!config_.rope) {
+    pos_emb_ = std::make_unique<graph::nn::Embedding>(config_.seq_len, config_.d_model, config_.init_std, pd);
+    RegisterModule("pos_emb", pos_emb_.get());
+  }
+  blocks_ = std::make_unique<graph::nn::ModuleList<Block>>();
+  for (int i = 0; i < config_.n_layers; ++i) blocks_->Append(std::make_unique<Block>(config_, i));
+  RegisterModule("blocks", blocks_.get());
+  norm_f_ = std::make_unique<Norm>(config_.norm, config_.d_model, config_.norm_eps, pd);
+  RegisterModule("norm_f", norm_f_.get());
+  if (!config_.tie_embeddings) {
+    lm_head_ = std::make_unique<graph::nn::Linear>(config_.d_model, config_.vocab_size, false, config_.init_std, pd);
+    RegisterModule("lm_head", lm_head_.get());
+  }
+  InitParameters(config_.seed);
+}
+
+StatusOr<std::unique_ptr<Gpt>> Gpt::Create(const GptConfig& config) {
+  TESSERA_RETURN_IF_ERROR(config.Validate());
+  return std::make_unique<Gpt>(config);
+}
+
+GptOutput Gpt::Forward(const Tensor& ids, const Tensor& targets) {
+  TESSERA_OP_CHECK(ids.defined() && ids.dim() == 2 && (ids.dtype() == DType::kI64 || ids.dtype() == DType::kI32),
+                   "Gpt::Forward: ids must be [B, T] int64/int32, got {} {}",
+                   ids.defined() ? ShapeString(ids.shape()) : "undefined",
+                   ids.defined() ? DTypeName(ids.dtype()) : "");
+  const int64_t b = ids.size(0), t = ids.size(1);
+  TESSERA_OP_CHECK(b >= 1 && t >= 1 && t <= config_.seq_len,
+                   "Gpt::Forward: ids shape {} needs B >= 1 and 1 <= T <= seq_len = {}", ShapeString(ids.shape()),
+                   config_.seq_len);
+  if (targets.defined()) {
+    TESSERA_OP_CHECK(targets.shape() == ids.shape() && targets.dtype() == DType::kI64,
+                     "Gpt::Forward: targets must be int64 with the ids' shape {}, got {} {}",
+                     ShapeString(ids.shape()), ShapeString(targets.shape()), DTypeName(targets.dtype()));
+  }
+  const bool train = training();
+  uint64_t step_seed = 0;
+  if (train && config_.dropout > 0.0f) {
+    step_seed = DeriveSeed(DeriveSeed(config_.seed, kDropoutStream), forward_count_);
+    ++forward_count_;
+  }
+
+  Tensor x = tok_emb_->Forward(ids);
+  if (pos_emb_) x = graph::Add(x, graph::Slice(pos_emb_->weight(), 0, 0, t));
+  x = graph::Cast(x, config_.compute_dtype);
+  x = graph::Dropout(x, config_.dropout, train, DeriveSeed(step_seed, 0));
+
+  Tensor aux_sum;
+  int moe_layers = 0;
+  for (int i = 0; i < config_.n_layers; ++i) {
+    Tensor aux;
+    x = (*blocks_)[i].Forward(x, train, DeriveSeed(step_seed, 1 + static_cast<uint64_t>(i)), &aux);
+    if (aux.defined()) {
+      aux_sum = aux_sum.defined() ? graph::Add(aux_sum, aux) : aux;
+      ++moe_layers;
+    }
+  }
+  x = norm_f_->Forward(x);
+  GptOutput out;
+  if (lm_head_) {
+    out.logits = lm_head_->Forward(x);
+  } else {
+    out.logits = graph::MatMul(x, graph::Cast(tok_emb_->weight(), x.dtype()), false, true);
+  }
+  out.aux_loss = moe_layers > 0 ? graph::Scale(aux_sum, 1.0f / static_cast<float>(moe_layers))
+                                : Tensor::Zeros({}, DType::kF32);
+  if (targets.defined()) {
+    out.ce_loss = graph::CrossEntropy(out.logits, targets);
+    if (moe_layers > 0 && config_.moe.aux_loss_coef > 0.0) {
+      out.loss = graph::Add(out.ce_loss, graph::Scale(out.aux_loss, static_cast<float>(config_.moe.aux_loss_coef)));
+    } else {
+      out.loss = out.ce_loss;
+    }
+  }
+  return out;
+}
+
+int64_t Gpt::NumActiveParameters() const {
+  int64_t inactive = 0;
+  for (int i = 0; i < config_.n_layers; ++i) {
+    if (MoeFfn* moe = block(i).moe()) {
+      inactive += static_cast<int64_t>(config_.moe.num_experts - config_.moe.top_k) * moe->ParametersPerExpert();
+    }
+  }
+  return NumParameters() - inactive;
+}
+
+int64_t Gpt::NumEmbeddingParameters() const {
+  return tok_emb_->weight().numel() + (pos_emb_ ? pos_emb_->weight().numel() : 0);
+}
+
+int64_t Gpt::NumFlopParameters() const {
+  const int64_t head = config_.tie_embeddings ? config_.vocab_size * config_.d_model : 0;
+  return NumActiveParameters() - NumEmbeddingParameters() + head;
+}
+
+double Gpt::TrainingFlopsPerToken() const {
+  return 6.0 * static_cast<double>(NumFlopParameters()) +
+         12.0 * config_.n_layers * static_cast<double>(config_.seq_len) * static_cast<double>(config_.d_model);
+}
+
+}  // namespace tessera::models
