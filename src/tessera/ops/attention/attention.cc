@@ -2,6 +2,8 @@
 // the flash kernels (AVX-512 when the CPU has it, else AVX2).
 #include "tessera/ops/attention/attention.h"
 
+#include <atomic>
+
 #include "tessera/base/error.h"
 #include "tessera/base/logging.h"
 #include "tessera/ops/attention/attention_internal.h"
@@ -30,12 +32,13 @@ Dims Validate(const char* op, const Tensor& q, const Tensor& k, const Tensor& v)
 }
 
 const attention_internal::FlashKernels& Flash() {
-  static const attention_internal::FlashKernels& k = [] () -> const attention_internal::FlashKernels& {
-    const auto& chosen = detail::HasAvx512() ? attention_internal::FlashAvx512() : attention_internal::FlashAvx2();
+  const attention_internal::FlashKernels& chosen =
+      detail::UseAvx512() ? attention_internal::FlashAvx512() : attention_internal::FlashAvx2();
+  static std::atomic<const char*> logged{nullptr};
+  if (logged.exchange(chosen.name, std::memory_order_relaxed) != chosen.name) {
     TLOG(INFO, "causal_attention: using {}", chosen.name);
-    return chosen;
-  }();
-  return k;
+  }
+  return chosen;
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -117,11 +118,12 @@ TESSERA_AVX512_TARGET inline __m512 Exp512(__m512 x) {
   return _mm512_maskz_mov_ps(keep, y);
 }
 
-// True when this CPU runs the AVX-512 kernels (checked once).
-inline bool HasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  return has;
-}
+// Whether the AVX-512 variants of these kernels run: the CPU (and OS) has
+// AVX-512 F/BW/VL/DQ and the TESSERA_KERNEL_ISA knob is "auto" or
+// "avx512"; "avx2" forces the AVX2 baseline (tests use it to cover both).
+bool UseAvx512();
+// Sets TESSERA_KERNEL_ISA for this process ("auto", "avx512", "avx2");
+// an empty string returns to the environment/default value.
+void SetKernelIsa(const std::string& isa);
 
 }  // namespace tessera::ops::detail

@@ -151,13 +151,23 @@ std::pair<float, float> BlockExpSumAvx2(const float* x, int64_t n, float m) {
   return {rs, rx};
 }
 
-// out[j] = (exp(x[j] - lse) - bias) * scale
-void ExpScaleAvx2(const float* x, int64_t n, float lse, float bias, float scale, float* out) {
+// out[j] = (exp(x[j] - lse) - bias) * scale. With `stream`, 32/64-byte
+// aligned vectors go out as non-temporal stores (no read-for-ownership of
+// an output far bigger than the caches); the caller fences.
+void ExpScaleAvx2(const float* x, int64_t n, float lse, float bias, float scale, float* out, bool stream) {
   __m256 vl = _mm256_set1_ps(lse), vb = _mm256_set1_ps(bias), vs = _mm256_set1_ps(scale);
   int64_t j = 0;
+  if (stream) {
+    for (; j < n && (reinterpret_cast<uintptr_t>(out + j) & 31) != 0; ++j) out[j] = (std::exp(x[j] - lse) - bias) * scale;
+  }
   for (; j + 8 <= n; j += 8) {
     __m256 e = detail::Exp256(_mm256_sub_ps(_mm256_loadu_ps(x + j), vl));
-    _mm256_storeu_ps(out + j, _mm256_mul_ps(_mm256_sub_ps(e, vb), vs));
+    __m256 r = _mm256_mul_ps(_mm256_sub_ps(e, vb), vs);
+    if (stream) {
+      _mm256_stream_ps(out + j, r);
+    } else {
+      _mm256_storeu_ps(out + j, r);
+    }
   }
   for (; j < n; ++j) out[j] = (std::exp(x[j] - lse) - bias) * scale;
 }
@@ -196,9 +206,18 @@ TESSERA_AVX512_TARGET std::pair<float, float> BlockExpSumAvx512(const float* x, 
   return {_mm512_reduce_add_ps(_mm512_add_ps(s, s2)), _mm512_reduce_add_ps(sx)};
 }
 
-TESSERA_AVX512_TARGET void ExpScaleAvx512(const float* x, int64_t n, float lse, float bias, float scale, float* out) {
+TESSERA_AVX512_TARGET void ExpScaleAvx512(const float* x, int64_t n, float lse, float bias, float scale, float* out,
+                                          bool stream) {
   __m512 vl = _mm512_set1_ps(lse), vb = _mm512_set1_ps(bias), vs = _mm512_set1_ps(scale);
-  for (int64_t j = 0; j < n; j += 16) {
+  int64_t j = 0;
+  if (stream) {
+    for (; j < n && (reinterpret_cast<uintptr_t>(out + j) & 63) != 0; ++j) out[j] = (std::exp(x[j] - lse) - bias) * scale;
+    for (; j + 16 <= n; j += 16) {
+      __m512 e = detail::Exp512(_mm512_sub_ps(_mm512_loadu_ps(x + j), vl));
+      _mm512_stream_ps(out + j, _mm512_mul_ps(_mm512_sub_ps(e, vb), vs));
+    }
+  }
+  for (; j < n; j += 16) {
     __mmask16 k = n - j >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n - j)) - 1);
     __m512 e = detail::Exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), vl));
     _mm512_mask_storeu_ps(out + j, k, _mm512_mul_ps(_mm512_sub_ps(e, vb), vs));
@@ -208,14 +227,13 @@ TESSERA_AVX512_TARGET void ExpScaleAvx512(const float* x, int64_t n, float lse, 
 struct Kernels {
   float (*block_max)(const float*, int64_t);
   std::pair<float, float> (*block_exp_sum)(const float*, int64_t, float);
-  void (*exp_scale)(const float*, int64_t, float, float, float, float*);
+  void (*exp_scale)(const float*, int64_t, float, float, float, float*, bool);
 };
 
 const Kernels& GetKernels() {
-  static const Kernels k = detail::HasAvx512()
-                               ? Kernels{&BlockMaxAvx512, &BlockExpSumAvx512, &ExpScaleAvx512}
-                               : Kernels{&BlockMaxAvx2, &BlockExpSumAvx2, &ExpScaleAvx2};
-  return k;
+  static const Kernels avx512{&BlockMaxAvx512, &BlockExpSumAvx512, &ExpScaleAvx512};
+  static const Kernels avx2{&BlockMaxAvx2, &BlockExpSumAvx2, &ExpScaleAvx2};
+  return detail::UseAvx512() ? avx512 : avx2;
 }
 
 template <typename T>
@@ -278,6 +296,8 @@ void BackwardOptimized(const T* x, const float* lse, const Problem& p, const Cro
   const float eps = o.label_smoothing;
   const float bias = eps / static_cast<float>(p.v);
   const float fscale = static_cast<float>(scale);
+  // Stream fp32 gradients that are much bigger than the last-level cache.
+  const bool stream = std::is_same_v<T, float> && p.n * p.v * sizeof(float) > (32u << 20);
 #pragma omp parallel if (p.n * p.v > detail::kParallelGrain && p.n > 1)
   {
     alignas(64) float in[kBlock];
@@ -301,7 +321,8 @@ void BackwardOptimized(const T* x, const float* lse, const Problem& p, const Cro
           src = in;
         }
         float* dst = std::is_same_v<T, float> ? reinterpret_cast<float*>(grow + j0) : out;
-        k.exp_scale(src, len, lse[i], bias, fscale, dst);
+        k.exp_scale(src, len, lse[i], bias, fscale, dst, stream);
+        if (stream) _mm_sfence();
         if (t >= j0 && t < j0 + len) dst[t - j0] -= (1.0f - eps) * fscale;
         if constexpr (!std::is_same_v<T, float>) StoreF32(out, grow + j0, len);
       }

@@ -108,6 +108,19 @@ TEST(CrossEntropy, LargeVocabularyMatchesReference) {
   EXPECT_TRUE(AllClose(opt.lse, ref.lse, {1e-5, 1e-6}, "lse").ok());
 }
 
+TEST(CrossEntropy, StreamedGradientOfLargeLogitsMatchesReference) {
+  // 288 x 32000 fp32 = 37 MB: past the 32 MB non-temporal-store threshold.
+  Tensor logits = RandomTensor({288, 32000}, DType::kF32, 9, -6.0f, 6.0f);
+  Tensor targets = MakeTargets(288, 32000, 10, 7, -100, DType::kI64);
+  CrossEntropyOptions o{.ignore_index = -100, .label_smoothing = 0.05f};
+  CrossEntropyResult fwd = CrossEntropy(logits, targets, o);
+  Tensor opt = CrossEntropyBackward(Tensor::Scalar(1.5), logits, targets, fwd, o);
+  ScopedImpl scope(Impl::kReference);
+  Tensor ref = CrossEntropyBackward(Tensor::Scalar(1.5), logits, targets, fwd, o);
+  Status st = AllClose(opt, ref, {1e-9, 1e-5}, "grad");
+  EXPECT_TRUE(st.ok()) << st.ToString();
+}
+
 TEST(CrossEntropy, RejectsBadArguments) {
   Tensor logits = Tensor::Zeros({3, 5});
   for (Impl impl : {Impl::kReference, Impl::kOptimized}) {
