@@ -30,8 +30,10 @@ base::Knob<std::string> kPeakCacheKnob(
     "peak FLOP/s cache file; empty = $XDG_CACHE_HOME/tessera/peak.json or ~/.cache/tessera/peak.json, off = none");
 
 constexpr int kCacheVersion = 1;
-constexpr double kLoopSeconds = 0.02;  // per timed FMA run
-constexpr int kLoopReps = 3;
+// Many short runs: the best of them is likely to have caught the cores
+// undisturbed by other processes.
+constexpr double kLoopSeconds = 0.008;  // per timed FMA run
+constexpr int kLoopReps = 8;
 constexpr int kTriadReps = 4;
 
 }  // namespace
@@ -157,12 +159,13 @@ std::string PeakInfo::ToString() const {
       "fp32 {} per core, {} on {} thread(s) [{}]\n"
       "bf16 {} per core, {} on {} thread(s) [{}]\n"
       "triad {} on 1 thread, {} on {} thread(s)\n"
-      "({} in {:.2f} s{})",
+      "({} in {:.2f} s{}{})",
       FormatRate(fp32_flops_per_core, "FLOP/s"), FormatRate(fp32_flops, "FLOP/s"), threads, fp32_isa,
       FormatRate(bf16_flops_per_core, "FLOP/s"), FormatRate(bf16_flops, "FLOP/s"), threads, bf16_isa,
       FormatRate(triad_bytes_per_s_per_core, "B/s"), FormatRate(triad_bytes_per_s, "B/s"), threads,
       from_cache ? "cached; measured" : "measured", measure_seconds,
-      from_cache ? ", `tessera info --remeasure` to refresh" : "");
+      from_cache ? ", `tessera info --remeasure` to refresh" : "",
+      disturbed ? "; DISTURBED by other load: all-thread figures are below 1-thread ones, not cached" : "");
 }
 
 std::string PeakCachePath() {
@@ -189,10 +192,12 @@ PeakInfo MeasurePeak(int threads) {
   const internal::FmaLoop bf16 = internal::Bf16Loop();
   p.fp32_isa = fp32.isa;
   p.bf16_isa = bf16.isa;
-  p.fp32_flops_per_core = internal::MeasureLoopFlops(fp32, 1, kLoopSeconds, kLoopReps);
-  p.bf16_flops_per_core = internal::MeasureLoopFlops(bf16, 1, kLoopSeconds, kLoopReps);
-  p.fp32_flops = threads == 1 ? p.fp32_flops_per_core : internal::MeasureLoopFlops(fp32, threads, kLoopSeconds, kLoopReps);
-  p.bf16_flops = threads == 1 ? p.bf16_flops_per_core : internal::MeasureLoopFlops(bf16, threads, kLoopSeconds, kLoopReps);
+  const int64_t fp32_iters = internal::CalibrateIters(fp32, kLoopSeconds);
+  const int64_t bf16_iters = internal::CalibrateIters(bf16, kLoopSeconds);
+  p.fp32_flops_per_core = internal::MeasureLoopFlops(fp32, 1, fp32_iters, kLoopReps);
+  p.bf16_flops_per_core = internal::MeasureLoopFlops(bf16, 1, bf16_iters, kLoopReps);
+  p.fp32_flops = threads == 1 ? p.fp32_flops_per_core : internal::MeasureLoopFlops(fp32, threads, fp32_iters, kLoopReps);
+  p.bf16_flops = threads == 1 ? p.bf16_flops_per_core : internal::MeasureLoopFlops(bf16, threads, bf16_iters, kLoopReps);
 
   // Each array twice the last-level cache (all instances), within [16, 256] MiB.
   const Topology& topo = MachineTopology();
@@ -205,6 +210,9 @@ PeakInfo MeasurePeak(int threads) {
     p.triad_bytes_per_s = threads == 1 ? p.triad_bytes_per_s_per_core : buffers.Measure(threads, kTriadReps);
   }
   p.measure_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // More threads can never have less peak: if they measured less, other
+  // processes were competing for the cores.
+  p.disturbed = threads > 1 && (p.fp32_flops < p.fp32_flops_per_core || p.bf16_flops < p.bf16_flops_per_core);
   return p;
 }
 
@@ -230,7 +238,12 @@ const PeakInfo& MachinePeak(bool remeasure) {
   PeakInfo p = MeasurePeak(threads);
   TLOG(INFO, "measured machine peak in {:.2f} s: fp32 {:.1f} GFLOP/s, bf16 {:.1f} GFLOP/s, triad {:.1f} GB/s",
        p.measure_seconds, p.fp32_flops / 1e9, p.bf16_flops / 1e9, p.triad_bytes_per_s / 1e9);
-  if (!path.empty()) {
+  if (p.disturbed) {
+    TLOG(WARN,
+         "peak measurement looks disturbed by other load ({} threads measured less than 1); not caching it — run "
+         "`tessera info --remeasure` on an idle machine",
+         threads);
+  } else if (!path.empty()) {
     Status s = WritePeakCache(path, p);
     if (!s.ok()) TLOG(WARN, "cannot cache peak figures: {}", s.ToString());
   }

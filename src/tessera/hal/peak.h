@@ -13,7 +13,7 @@
 // arrays several times the last-level cache, allocated once and first
 // touched by the measuring threads, counting 24 bytes per element.
 //
-// Measuring takes ~0.3-0.6 s, so results are cached in a JSON file
+// Measuring takes ~0.4-0.6 s, so results are cached in a JSON file
 // ($TESSERA_PEAK_CACHE, else $XDG_CACHE_HOME/tessera/peak.json, else
 // ~/.cache/tessera/peak.json) keyed by CPU model, thread count and ISAs;
 // TESSERA_PEAK_CACHE=off disables the cache. A busy machine measures low:
@@ -41,6 +41,9 @@ struct PeakInfo {
   double triad_bytes_per_s = 0;           // bytes/s, `threads` threads
   double measure_seconds = 0;  // how long the measurement took
   bool from_cache = false;
+  // Other processes visibly competed for the cores during the measurement
+  // (all-thread figures below 1-thread ones); such results are not cached.
+  bool disturbed = false;
   std::string cache_key;
 
   // Peak FLOP/s for computing in tensor dtype `dtype` ("fp32", "bf16",

@@ -103,15 +103,24 @@ __attribute__((target("avx512f,avx512bf16"))) float Bf16Avx512(int64_t iters) {
 // Keeps loop results observable.
 volatile float g_sink = 0;
 
+// Wall time of `threads` threads each running `iters` iterations, timed
+// from after a barrier (so waking the team is not counted) to the end of
+// the slowest thread.
 double TimedRun(const FmaLoop& loop, int threads, int64_t iters) {
-  const double t0 = Now();
+  double start = 0, elapsed = 0;
 #pragma omp parallel num_threads(threads)
   {
-    float r = loop.run(iters);
+#pragma omp barrier
+#pragma omp master
+    start = Now();
+    const float r = loop.run(iters);
+#pragma omp barrier
+#pragma omp master
+    elapsed = Now() - start;
 #pragma omp critical(tessera_peak_sink)
     g_sink = g_sink + r;
   }
-  return Now() - t0;
+  return elapsed;
 }
 
 }  // namespace
@@ -132,17 +141,24 @@ FmaLoop Bf16Loop() {
   return fp32;
 }
 
-double MeasureLoopFlops(const FmaLoop& loop, int threads, double seconds, int reps) {
-  TESSERA_CHECK(threads >= 1 && reps >= 1 && seconds > 0);
-  // Calibrate: grow until a run takes >= 1/8 of the target (also spins up
-  // the OpenMP team and lets clocks settle), then scale to the target.
+int64_t CalibrateIters(const FmaLoop& loop, double seconds) {
+  TESSERA_CHECK(seconds > 0);
+  // Grow on one thread, called directly (no OpenMP team whose wake-up
+  // latency could dominate a short run), until a run takes >= seconds / 4.
   int64_t iters = 1 << 12;
-  double t = TimedRun(loop, threads, iters);
-  while (t < seconds / 8 && iters < (int64_t{1} << 40)) {
+  double t = 0;
+  for (;;) {
+    const double t0 = Now();
+    g_sink = g_sink + loop.run(iters);
+    t = Now() - t0;
+    if (t >= seconds / 4 || iters >= (int64_t{1} << 40)) break;
     iters *= 2;
-    t = TimedRun(loop, threads, iters);
   }
-  iters = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(iters) * seconds / std::max(t, 1e-9)));
+  return std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(iters) * seconds / t));
+}
+
+double MeasureLoopFlops(const FmaLoop& loop, int threads, int64_t iters, int reps) {
+  TESSERA_CHECK(threads >= 1 && reps >= 1 && iters >= 1);
   double best = 0;
   for (int r = 0; r < reps; ++r) {
     const double elapsed = TimedRun(loop, threads, iters);

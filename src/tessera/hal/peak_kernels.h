@@ -21,9 +21,13 @@ FmaLoop Fp32Loop();
 // The AVX512-BF16 dot-product loop, or the fp32 loop when unsupported.
 FmaLoop Bf16Loop();
 
-// FLOP/s of `loop` on `threads` OpenMP threads: calibrated so one timed run
-// lasts about `seconds`, best of `reps` runs.
-double MeasureLoopFlops(const FmaLoop& loop, int threads, double seconds, int reps);
+// Iterations for one single-thread run of `loop` to take about `seconds`.
+int64_t CalibrateIters(const FmaLoop& loop, double seconds);
+
+// FLOP/s of `loop` with `threads` OpenMP threads each running `iters`
+// iterations: best of `reps` runs (the best is the least disturbed by other
+// load on the machine).
+double MeasureLoopFlops(const FmaLoop& loop, int threads, int64_t iters, int reps);
 
 // STREAM triad buffers: three arrays of n doubles, first touched by
 // `threads` threads with the same static partition the triad uses.
