@@ -8,8 +8,10 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libomp-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
-  libhwloc-dev hwloc-nox libxxhash-dev libzstd-dev
+  libhwloc-dev hwloc-nox libxxhash-dev libzstd-dev libssl-dev
+  iproute2
   python3 python3-numpy python3-torch
+  openmpi-bin libopenmpi-dev libgloo-dev
 )
 
 missing=()
