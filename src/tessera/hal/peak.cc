@@ -34,7 +34,7 @@ constexpr int kCacheVersion = 1;
 // undisturbed by other processes.
 constexpr double kLoopSeconds = 0.008;  // per timed FMA run
 constexpr int kLoopReps = 8;
-constexpr int kTriadReps = 4;
+constexpr int kTriadReps = 6;
 
 }  // namespace
 
