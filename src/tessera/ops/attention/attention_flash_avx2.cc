@@ -24,6 +24,11 @@ inline V Sub(V a, V b) { return _mm256_sub_ps(a, b); }
 inline V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
 inline V Max(V a, V b) { return _mm256_max_ps(a, b); }
 inline V Exp(V x) { return detail::Exp256(x); }
+inline float ReduceAdd(V x) {
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
 // 16 ymm registers: accumulators R·NV + NV loads + 1 broadcast.
 constexpr int RowsFor(int nv) { return nv >= 4 ? 2 : nv == 2 ? 4 : 6; }
 

@@ -28,6 +28,7 @@ inline V Sub(V a, V b) { return _mm512_sub_ps(a, b); }
 inline V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
 inline V Max(V a, V b) { return _mm512_max_ps(a, b); }
 inline V Exp(V x) { return detail::Exp512(x); }
+inline float ReduceAdd(V x) { return _mm512_reduce_add_ps(x); }
 // 32 zmm registers: accumulators R·NV + NV loads + 1 broadcast.
 constexpr int RowsFor(int nv) { return nv >= 4 ? 4 : 8; }
 

@@ -30,11 +30,24 @@ namespace tessera::ops::detail {
 // OpenMP fork/join costs a few microseconds, so only bigger work pays.
 inline constexpr int64_t kParallelGrain = 1 << 15;
 
+// Copies n floats with an inline vector loop: the rows copied here are
+// short (one head row, 32..512 bytes), where a libc memcpy call (rep movsb
+// on many CPUs) costs more than the copy itself.
+inline void CopyF32(const float* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_loadu_ps(src + i));
+  if (i < n) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)), lane);
+    _mm256_maskstore_ps(dst + i, mask, _mm256_maskload_ps(src + i, mask));
+  }
+}
+
 // Loads n elements of T as fp32.
 template <typename T>
 inline void LoadF32(const T* src, float* dst, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    CopyF32(src, dst, n);
   } else if constexpr (std::is_same_v<T, bf16>) {
     for (int64_t i = 0; i < n; ++i) dst[i] = BitsFloat(static_cast<uint32_t>(src[i].bits) << 16);
   } else {
@@ -50,7 +63,7 @@ inline void LoadF32(const T* src, float* dst, int64_t n) {
 template <typename T>
 inline void StoreF32(const float* src, T* dst, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    CopyF32(src, dst, n);
   } else if constexpr (std::is_same_v<T, bf16>) {
     for (int64_t i = 0; i < n; ++i) dst[i].bits = bf16::FromFloat(src[i]);
   } else {
@@ -60,6 +73,26 @@ inline void StoreF32(const float* src, T* dst, int64_t n) {
                        _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
     for (; i < n; ++i) dst[i] = fp16(src[i]);
+  }
+}
+
+// dst[c][r] = src[r][c] for an 8x8 fp32 block (row strides lds / ldd).
+inline void Transpose8x8(const float* src, int64_t lds, float* dst, int64_t ldd) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
   }
 }
 
