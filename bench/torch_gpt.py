@@ -44,36 +44,58 @@ def rope(x, base=10000.0):
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
+class RmsNorm(nn.Module):
+    # torch 1.13 has no nn.RMSNorm.
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def make_norm(cfg, d):
+    return nn.LayerNorm(d) if cfg.get("norm", "layernorm") == "layernorm" else RmsNorm(d)
+
+
 class Attention(nn.Module):
+    # Separate q/k/v/o projections as in Tessera's CausalSelfAttention.
     def __init__(self, d, h, use_rope):
         super().__init__()
         self.h, self.use_rope = h, use_rope
-        self.qkv = nn.Linear(d, 3 * d, bias=False)
-        self.proj = nn.Linear(d, d, bias=False)
+        self.wq = nn.Linear(d, d, bias=False)
+        self.wk = nn.Linear(d, d, bias=False)
+        self.wv = nn.Linear(d, d, bias=False)
+        self.wo = nn.Linear(d, d, bias=False)
+        self.register_buffer("mask", None, persistent=False)
 
     def forward(self, x):
         b, t, d = x.shape
-        q, k, v = self.qkv(x).view(b, t, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+        dh = d // self.h
+        q, k, v = (w(x).view(b, t, self.h, dh).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
         if self.use_rope:
             q, k = rope(q), rope(k)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(y.transpose(1, 2).reshape(b, t, d))
+        # torch 1.13 has no scaled_dot_product_attention: the standard masked form.
+        if self.mask is None or self.mask.shape[0] != t:
+            self.mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        att = torch.softmax(q @ k.transpose(-1, -2) * (1.0 / math.sqrt(dh)) + self.mask, dim=-1)
+        return self.wo((att @ v).transpose(1, 2).reshape(b, t, d))
 
 
 class Mlp(nn.Module):
     def __init__(self, d, ff, act):
         super().__init__()
         self.act = act
-        self.up = nn.Linear(d, ff * (2 if act == "swiglu" else 1), bias=False)
+        self.gate = nn.Linear(d, ff, bias=False) if act == "swiglu" else None
+        self.up = nn.Linear(d, ff, bias=False)
         self.down = nn.Linear(ff, d, bias=False)
 
     def forward(self, x):
-        h = self.up(x)
         if self.act == "swiglu":
-            g, u = h.chunk(2, dim=-1)
-            h = F.silu(g) * u
+            h = F.silu(self.gate(x)) * self.up(x)
         else:
-            h = F.gelu(h, approximate="tanh")
+            h = F.gelu(self.up(x), approximate="tanh")
         return self.down(h)
 
 
@@ -105,8 +127,7 @@ class Block(nn.Module):
     def __init__(self, cfg, moe):
         super().__init__()
         d = cfg["d_model"]
-        norm = nn.LayerNorm if cfg.get("norm", "layernorm") == "layernorm" else nn.RMSNorm
-        self.n1, self.n2 = norm(d), norm(d)
+        self.n1, self.n2 = make_norm(cfg, d), make_norm(cfg, d)
         self.attn = Attention(d, cfg["n_heads"], cfg.get("rope", True))
         act = cfg.get("activation", "gelu")
         if moe:
@@ -132,9 +153,13 @@ class Gpt(nn.Module):
         self.emb = nn.Embedding(cfg["vocab_size"], d)
         self.pos = None if cfg.get("rope", True) else nn.Embedding(cfg["seq_len"], d)
         self.blocks = nn.ModuleList([Block(cfg, i in moe_layers) for i in range(cfg["n_layers"])])
-        norm = nn.LayerNorm if cfg.get("norm", "layernorm") == "layernorm" else nn.RMSNorm
-        self.nf = norm(d)
+        self.nf = make_norm(cfg, d)
+        self.n_moe = max(1, len(moe_layers))
         self.aux_coef = cfg.get("moe", {}).get("aux_loss_coef", 0.01)
+        std = cfg.get("init_std", 0.02)
+        for m in self.modules():  # same init scheme as Tessera: N(0, init_std), norms at 1
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=std)
 
     def forward(self, ids, targets):
         x = self.emb(ids)
@@ -146,7 +171,7 @@ class Gpt(nn.Module):
             aux = aux + a
         logits = self.nf(x) @ self.emb.weight.t()
         ce = F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1), ignore_index=-100)
-        return ce + self.aux_coef * aux, ce
+        return ce + self.aux_coef * aux / self.n_moe, ce
 
 
 def main():
@@ -156,14 +181,18 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--moe-layers", default="")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     with open(args.config, "rb") as f:
         cfg = tomllib.load(f)
     mcfg = cfg["model"]
-    moe_layers = {int(x) for x in args.moe_layers.split(",") if x}
+    moe = mcfg.get("moe", {})
+    if moe.get("num_experts", 0) > 0:
+        every = moe.get("every", 1)
+        moe_layers = set(moe.get("layers", [])) or {i for i in range(mcfg["n_layers"]) if (i + 1) % every == 0}
+    else:
+        moe_layers = set()
     model = Gpt(mcfg, moe_layers)
     tr = cfg.get("train", {})
     opt = torch.optim.AdamW(model.parameters(), lr=tr.get("lr", 1e-3), weight_decay=tr.get("weight_decay", 0.1),
