@@ -33,6 +33,8 @@ inline float ReduceAdd(V x) {
 constexpr int RowsFor(int nv) { return nv >= 4 ? 2 : nv == 2 ? 4 : 6; }
 
 #include "tessera/ops/attention/flash_kernels.inc"
+#include "tessera/ops/attention/flash_forward.inc"
+#include "tessera/ops/attention/flash_backward.inc"
 
 }  // namespace avx2
 

@@ -33,6 +33,8 @@ inline float ReduceAdd(V x) { return _mm512_reduce_add_ps(x); }
 constexpr int RowsFor(int nv) { return nv >= 4 ? 4 : 8; }
 
 #include "tessera/ops/attention/flash_kernels.inc"
+#include "tessera/ops/attention/flash_forward.inc"
+#include "tessera/ops/attention/flash_backward.inc"
 
 }  // namespace avx512
 
