@@ -1,11 +1,14 @@
 // GemmF32 / GemmBF16F32 entry points: argument checks, the reference triple
-// loop (ops::UseReference()), and the hand-off to the blocked driver.
+// loop (ops::UseReference(), the oracle), and the hand-off to the blocked
+// driver (gemm_driver.h) otherwise.
 #include "tessera/ops/matmul/gemm.h"
 
 #include <algorithm>
 
 #include "tessera/base/error.h"
 #include "tessera/ops/common/impl.h"
+#include "tessera/ops/matmul/gemm_driver.h"
+#include "tessera/ops/matmul/gemm_kernels.h"
 
 namespace tessera::ops {
 namespace {
@@ -45,15 +48,23 @@ void ReferenceGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
 void GemmF32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
              const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   CheckGemmArgs("gemm_f32", trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc);
+  if (!UseReference()) {
+    gemm::RunF32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   ReferenceGemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void GemmBF16F32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bf16* a,
                  int64_t lda, const bf16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   CheckGemmArgs("gemm_bf16f32", trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc);
+  if (!UseReference()) {
+    gemm::RunBf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   ReferenceGemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-const char* GemmKernelName() { return "f32_gemm_1x1_scalar"; }
+const char* GemmKernelName() { return gemm::ActiveKernelSet().f32_name; }
 
 }  // namespace tessera::ops

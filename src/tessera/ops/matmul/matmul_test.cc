@@ -13,6 +13,7 @@
 #include "tessera/base/error.h"
 #include "tessera/ops/common/impl.h"
 #include "tessera/ops/matmul/gemm.h"
+#include "tessera/ops/matmul/gemm_kernels.h"
 #include "tessera/ops/matmul/matmul.h"
 #include "tessera/ops/testing/parity.h"
 #include "tessera/tensor/rng.h"
@@ -32,7 +33,8 @@ struct GemmCase {
 std::vector<GemmCase> Cases() {
   std::vector<GemmCase> out;
   const int64_t sizes[][3] = {{1, 1, 1},    {5, 7, 3},     {12, 32, 1},    {13, 33, 257}, {97, 65, 300},
-                              {257, 129, 513}, {600, 700, 40}, {31, 1000, 17}, {1000, 5, 64}};
+                              {257, 129, 513}, {600, 700, 40}, {31, 1000, 17}, {1000, 5, 64},
+                              {37, 45, 1024}};
   int i = 0;
   for (auto& s : sizes) {
     for (bool ta : {false, true}) {
@@ -108,6 +110,48 @@ TEST(Gemm, BF16MatchesOracle) {
   for (const GemmCase& g : Cases()) CheckGemm<bf16>(g, 2e-6);
 }
 
+// Runs `body` under every kernel table this CPU can execute, plus variants
+// with tiny blocks (every blocking loop, odd K blocks and edge tile taken)
+// and, on AVX-512, bf16 converted through fp32 instead of VDPBF16PS.
+template <typename F>
+void ForEachKernelSet(F&& body) {
+  std::vector<std::pair<std::string, gemm::KernelSet>> sets;
+  sets.push_back({"active", gemm::ActiveKernelSet()});
+  sets.push_back({"avx2", *gemm::Avx2KernelSet()});
+  if (const gemm::KernelSet* avx512 = gemm::Avx512KernelSet()) {
+    gemm::KernelSet via_f32 = *avx512;
+    via_f32.bf16_rows = via_f32.bf16_pairs = nullptr;
+    sets.push_back({"avx512 bf16 via fp32", via_f32});
+  }
+  size_t real_sets = sets.size();
+  for (size_t i = 0; i < real_sets; ++i) {
+    gemm::KernelSet tiny = sets[i].second;
+    tiny.mc = 2 * tiny.mr;
+    tiny.nc = 2 * tiny.nr;
+    tiny.kc_f32 = 13;
+    tiny.kc_bf16 = 17;
+    sets.push_back({sets[i].first + " tiny blocks", tiny});
+  }
+  for (auto& [name, set] : sets) {
+    SCOPED_TRACE(name);
+    gemm::SetKernelSetForTesting(&set);
+    body();
+    gemm::SetKernelSetForTesting(nullptr);
+  }
+}
+
+TEST(Gemm, EveryKernelSetMatchesOracle) {
+  ForEachKernelSet([] {
+    for (const GemmCase& g : Cases()) {
+      if (g.m * g.n * g.k > 5'000'000) continue;
+      CheckGemm<float>(g, 2e-6);
+      CheckGemm<bf16>(g, 2e-6);
+    }
+    CheckGemm<float>({false, true, 300, 260, 200, 1, 1.0f, 0.5f}, 2e-6);  // threaded
+    CheckGemm<bf16>({true, false, 300, 260, 201, 1, 1.0f, 0.0f}, 2e-6);
+  });
+}
+
 TEST(Gemm, ReferenceMatchesOracle) {
   ScopedImpl ref(Impl::kReference);
   for (const GemmCase& g : Cases()) {
@@ -156,6 +200,16 @@ TEST(Gemm, BadArgumentsThrow) {
     ADD_FAILURE() << "no throw";
   } catch (const OpError& e) {
     EXPECT_THAT(std::string(e.what()), HasSubstr("lda=4 < 5"));
+  }
+}
+
+TEST(Gemm, KernelNameNamesTheIsa) {
+  std::string name = GemmKernelName();
+  EXPECT_THAT(name, HasSubstr("f32_gemm_"));
+  if (__builtin_cpu_supports("avx512f")) {
+    EXPECT_THAT(name, HasSubstr("avx512"));
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_THAT(name, HasSubstr("avx2"));
   }
 }
 

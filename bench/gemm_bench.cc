@@ -1,0 +1,130 @@
+// GEMM throughput: Tessera's GemmF32 / GemmBF16F32 in GFLOP/s (2*M*N*K per
+// call) on squares and on training-shaped problems (GPT linear layers:
+// forward, input gradient with trans_b, weight gradient with trans_a), on 1
+// and 2 threads. When oneDNN's runtime (libdnnl.so.2) is installed it is
+// loaded with dlopen and measured on the same problems ("onednn" rows), so
+// one run prints Tessera's ratio to it. Inputs are allocated once per
+// benchmark; C is overwritten (beta = 0). Rates of 1-thread rows use the
+// thread's CPU time (robust on a shared machine), multi-thread rows wall time.
+//   ./gemm_bench --benchmark_filter='f32/sq'  --benchmark_min_time=0.2
+#include <dlfcn.h>
+#include <omp.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include "tessera/base/float16.h"
+#include "tessera/ops/matmul/gemm.h"
+
+namespace {
+
+using tessera::bf16;
+
+struct Shape {
+  const char* name;
+  int64_t m, n, k;
+  bool ta, tb;
+};
+
+const Shape kShapes[] = {
+    {"sq256", 256, 256, 256, false, false},       {"sq512", 512, 512, 512, false, false},
+    {"sq1024", 1024, 1024, 1024, false, false},   {"sq2048", 2048, 2048, 2048, false, false},
+    {"sq1024_tn", 1024, 1024, 1024, true, false}, {"sq1024_nt", 1024, 1024, 1024, false, true},
+    // GPT-ish layers on M = batch*sequence tokens.
+    {"tok1024_d64_ff64", 1024, 64, 64, false, false},
+    {"tok1024_d128_qkv", 1024, 384, 128, false, false},
+    {"tok4096_d512_out64", 4096, 64, 512, false, false},
+    {"tok4096_d256_qkv", 4096, 768, 256, false, false},
+    {"tok4096_d256_up", 4096, 1024, 256, false, false},
+    {"tok4096_d1024_down", 4096, 256, 1024, false, false},
+    {"tok4096_dX_nt", 4096, 256, 1024, false, true},   // grad_x = grad_y @ W^T
+    {"tok4096_dW_tn", 256, 1024, 4096, true, false},   // grad_W = x^T @ grad_y
+    {"tok2048_dW_small_tn", 128, 128, 2048, true, false},
+};
+
+// oneDNN's row-major GEMMs, if the runtime library is present.
+using DnnlSgemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
+                          float, float*, int64_t);
+using DnnlGemmBf16 = int (*)(char, char, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
+                             const uint16_t*, int64_t, float, float*, int64_t);
+struct OneDnn {
+  DnnlSgemm sgemm = nullptr;
+  DnnlGemmBf16 gemm_bf16 = nullptr;
+};
+const OneDnn& LoadOneDnn() {
+  static OneDnn lib = [] {
+    OneDnn l;
+    if (void* h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL); h != nullptr) {
+      l.sgemm = reinterpret_cast<DnnlSgemm>(dlsym(h, "dnnl_sgemm"));
+      l.gemm_bf16 = reinterpret_cast<DnnlGemmBf16>(dlsym(h, "dnnl_gemm_bf16bf16f32"));
+    }
+    return l;
+  }();
+  return lib;
+}
+
+enum class Impl { kTessera, kOneDnn };
+
+template <typename T>
+void BM_Gemm(benchmark::State& state, Shape s, int threads, Impl impl) {
+  std::vector<T> a(s.m * s.k), b(s.k * s.n);
+  std::vector<float> c(s.m * s.n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = T(static_cast<float>(i % 17) * 0.0625f - 0.5f);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = T(static_cast<float>(i % 13) * 0.0625f - 0.375f);
+  const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+  int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  const OneDnn& dnnl = LoadOneDnn();
+  for (auto _ : state) {
+    if (impl == Impl::kTessera) {
+      if constexpr (std::is_same_v<T, float>) {
+        tessera::ops::GemmF32(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), s.n);
+      } else {
+        tessera::ops::GemmBF16F32(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
+                                  s.n);
+      }
+    } else if constexpr (std::is_same_v<T, float>) {
+      dnnl.sgemm(s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
+                 c.data(), s.n);
+    } else {
+      dnnl.gemm_bf16(s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', s.m, s.n, s.k, 1.0f,
+                     reinterpret_cast<const uint16_t*>(a.data()), lda, reinterpret_cast<const uint16_t*>(b.data()),
+                     ldb, 0.0f, c.data(), s.n);
+    }
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  omp_set_num_threads(saved);
+  state.counters["GFLOPs"] = benchmark::Counter(2.0 * s.m * s.n * s.k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(tessera::ops::GemmKernelName());
+}
+
+int RegisterAll() {
+  const bool have_dnnl = LoadOneDnn().sgemm != nullptr && LoadOneDnn().gemm_bf16 != nullptr;
+  for (const Shape& s : kShapes) {
+    for (int threads : {1, 2}) {
+      for (Impl impl : {Impl::kTessera, Impl::kOneDnn}) {
+        if (impl == Impl::kOneDnn && !have_dnnl) continue;
+        const char* who = impl == Impl::kTessera ? "tessera" : "onednn";
+        auto* f32 = benchmark::RegisterBenchmark(fmt::format("f32/{}/t{}/{}", s.name, threads, who).c_str(),
+                                                 BM_Gemm<float>, s, threads, impl);
+        auto* h16 = benchmark::RegisterBenchmark(fmt::format("bf16/{}/t{}/{}", s.name, threads, who).c_str(),
+                                                 BM_Gemm<bf16>, s, threads, impl);
+        if (threads > 1) {
+          f32->UseRealTime();
+          h16->UseRealTime();
+        }
+      }
+    }
+  }
+  return 0;
+}
+const int g_registered = RegisterAll();
+
+}  // namespace
+
+BENCHMARK_MAIN();
