@@ -34,6 +34,21 @@ void BucketById(const int64_t* ids, int64_t n, int64_t v, std::vector<int64_t>& 
   for (int64_t i = 0; i < n; ++i) order[fill[ids[i]]++] = i;
 }
 
+// Zeroes `bytes` at p, with streaming stores for the aligned middle part.
+void ZeroRow(void* p, size_t bytes, bool stream) {
+  char* c = static_cast<char*>(p);
+  if (!stream) {
+    std::memset(c, 0, bytes);
+    return;
+  }
+  size_t head = std::min(bytes, (32 - reinterpret_cast<uintptr_t>(c) % 32) % 32);
+  std::memset(c, 0, head);
+  size_t i = head;
+  const __m256i zero = _mm256_setzero_si256();
+  for (; i + 32 <= bytes; i += 32) _mm256_stream_si256(reinterpret_cast<__m256i*>(c + i), zero);
+  std::memset(c + i, 0, bytes - i);
+}
+
 }  // namespace
 
 Tensor Embedding(const Tensor& weight_in, const Tensor& ids_in) {
@@ -98,14 +113,17 @@ Tensor EmbeddingBackward(const Tensor& grad_out_in, const Tensor& ids_in, const 
       // the reference, so results are bitwise independent of threads).
       std::vector<int64_t> start, order;
       BucketById(id, n, v, start, order);
+      // Most rows of a big vocabulary are untouched: write their zeros with
+      // non-temporal stores once the gradient is past the last-level cache.
+      const bool stream = static_cast<size_t>(v * d) * sizeof(W) > (32u << 20);
 #pragma omp parallel if ((v + n) * d > 4 * detail::kParallelGrain)
       {
         std::vector<float> acc(d), row(d);
-#pragma omp for schedule(dynamic, 64)
+#pragma omp for schedule(dynamic, 64) nowait
         for (int64_t r = 0; r < v; ++r) {
           W* dst = out + r * d;
           if (start[r] == start[r + 1]) {
-            std::memset(static_cast<void*>(dst), 0, sizeof(W) * d);
+            ZeroRow(dst, d * sizeof(W), stream);
             continue;
           }
           std::fill(acc.begin(), acc.end(), 0.0f);
@@ -120,6 +138,7 @@ Tensor EmbeddingBackward(const Tensor& grad_out_in, const Tensor& ids_in, const 
           }
           detail::StoreF32(acc.data(), dst, d);
         }
+        if (stream) _mm_sfence();  // before the region's closing barrier publishes the rows
       }
     });
   });

@@ -131,21 +131,42 @@ Tensor Gather(const Tensor& x_in, int axis, const Tensor& index_in) {
   Tensor out = Tensor::Empty(index.shape(), x.dtype());
   AxisMap m = MapAxis(index.shape(), x.shape(), axis);
   const size_t es = DTypeSize(x.dtype());
-  const char* src = static_cast<const char*>(x.raw_data());
-  char* dst = static_cast<char*>(out.raw_data());
-  auto body = [&](int64_t o) {
-    for (int64_t j = 0; j < m.span; ++j) {
-      for (int64_t c = 0; c < m.inner; ++c) {
-        int64_t e = (o * m.span + j) * m.inner + c;
-        std::memcpy(dst + e * es, src + (m.outer_off[o] + idx[e] * m.axis_stride + m.inner_off[c]) * es, es);
+  if (UseReference()) {
+    const char* src = static_cast<const char*>(x.raw_data());
+    char* dst = static_cast<char*>(out.raw_data());
+    for (int64_t o = 0; o < m.outer; ++o) {
+      for (int64_t j = 0; j < m.span; ++j) {
+        for (int64_t c = 0; c < m.inner; ++c) {
+          int64_t e = (o * m.span + j) * m.inner + c;
+          const char* from = src + (m.outer_off[o] + idx[e] * m.axis_stride + m.inner_off[c]) * es;
+          for (size_t b = 0; b < es; ++b) dst[e * es + b] = from[b];
+        }
+      }
+    }
+    return out;
+  }
+  // Typed copies by element size (2, 4 or 8 bytes).
+  auto run = [&]<typename E>() {
+    const E* src = static_cast<const E*>(x.raw_data());
+    E* dst = static_cast<E*>(out.raw_data());
+#pragma omp parallel for schedule(static) if (index.numel() > 4 * detail::kParallelGrain && m.outer > 1)
+    for (int64_t o = 0; o < m.outer; ++o) {
+      const E* base = src + m.outer_off[o];
+      for (int64_t j = 0; j < m.span; ++j) {
+        const int64_t e0 = (o * m.span + j) * m.inner;
+        const int64_t* row_idx = idx + e0;
+        if (m.inner == 1) {
+          dst[e0] = base[row_idx[0] * m.axis_stride];
+        } else {
+          for (int64_t c = 0; c < m.inner; ++c) dst[e0 + c] = base[row_idx[c] * m.axis_stride + m.inner_off[c]];
+        }
       }
     }
   };
-  if (UseReference()) {
-    for (int64_t o = 0; o < m.outer; ++o) body(o);
-  } else {
-#pragma omp parallel for schedule(static) if (index.numel() > 4 * detail::kParallelGrain && m.outer > 1)
-    for (int64_t o = 0; o < m.outer; ++o) body(o);
+  switch (es) {
+    case 2: run.operator()<uint16_t>(); break;
+    case 4: run.operator()<uint32_t>(); break;
+    default: run.operator()<uint64_t>(); break;
   }
   return out;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <vector>
 
@@ -26,6 +27,20 @@ struct Before {
   }
 };
 
+// Up to this k the optimized path selects by insertion in one pass.
+constexpr int64_t kInsertionK = 16;
+
+// The same order as Before packed in one integer (larger = earlier): the
+// float's bits made monotone (NaN above +inf) in the high word, the
+// complemented index (lower index wins ties) in the low word.
+inline uint64_t SortKey(float v, int64_t index) {
+  uint32_t u = FloatBits(v);
+  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  if (std::isnan(v)) u = 0xffffffffu;
+  return (static_cast<uint64_t>(u) << 32) | static_cast<uint32_t>(~static_cast<uint32_t>(index));
+}
+inline int64_t KeyIndex(uint64_t key) { return static_cast<uint32_t>(~static_cast<uint32_t>(key)); }
+
 }  // namespace
 
 TopKResult TopK(const Tensor& x_in, int64_t k) {
@@ -43,6 +58,8 @@ TopKResult TopK(const Tensor& x_in, int64_t k) {
   r.values = Tensor::Empty(out_shape, x.dtype());
   r.indices = Tensor::Empty(out_shape, DType::kI64);
   const int64_t rows = n > 0 ? x.numel() / n : NumElements(out_shape) / std::max<int64_t>(k, 1);
+  TESSERA_OP_CHECK(n < (int64_t{1} << 32), "topk: last axis of input {} is too long (2^32 elements or more)",
+                   ShapeString(x_in.shape()));
   if (k == 0 || rows == 0) return r;
   int64_t* idx = r.indices.data<int64_t>();
   DispatchFloating(x.dtype(), [&]<typename T>() {
@@ -65,22 +82,37 @@ TopKResult TopK(const Tensor& x_in, int64_t k) {
 #pragma omp parallel if (rows * n > detail::kParallelGrain && rows > 1)
     {
       std::vector<float> row(n);
-      std::vector<int64_t> order(n);
+      std::vector<uint64_t> keys(n);
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < rows; ++i) {
         detail::LoadF32(src + i * n, row.data(), n);
-        std::iota(order.begin(), order.end(), 0);
-        Before before{row.data()};
-        if (k == 1) {
-          order[0] = std::min_element(order.begin(), order.end(), before) - order.begin();
+        for (int64_t j = 0; j < n; ++j) keys[j] = SortKey(row[j], j);
+        uint64_t* best = keys.data();  // the k best end up in keys[0..k)
+        if (k <= kInsertionK) {
+          // One pass keeping the best k in order; most elements lose the
+          // comparison with the current k-th and cost one integer compare.
+          uint64_t top[kInsertionK];
+          int64_t filled = 0;
+          for (int64_t j = 0; j < n; ++j) {
+            const uint64_t key = keys[j];
+            if (filled == k && key <= top[k - 1]) continue;
+            int64_t at = filled < k ? filled++ : k - 1;
+            while (at > 0 && key > top[at - 1]) {
+              top[at] = top[at - 1];
+              --at;
+            }
+            top[at] = key;
+          }
+          std::copy(top, top + k, best);
         } else if (k < n) {
-          std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+          std::partial_sort(keys.begin(), keys.begin() + k, keys.end(), std::greater<uint64_t>());
         } else {
-          std::sort(order.begin(), order.end(), before);
+          std::sort(keys.begin(), keys.end(), std::greater<uint64_t>());
         }
         for (int64_t j = 0; j < k; ++j) {
-          idx[i * k + j] = order[j];
-          val[i * k + j] = src[i * n + order[j]];
+          const int64_t at = KeyIndex(best[j]);
+          idx[i * k + j] = at;
+          val[i * k + j] = src[i * n + at];
         }
       }
     }

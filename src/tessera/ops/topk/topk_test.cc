@@ -52,7 +52,8 @@ ParityCase MakeCase(Shape shape, int64_t k) {
 TESSERA_PARITY_CASES {
   return std::vector<ParityCase>{
       MakeCase({1}, 1),     MakeCase({7}, 3),         MakeCase({4, 8}, 1),   MakeCase({3, 5, 16}, 16),
-      MakeCase({6, 33}, 0), MakeCase({2048, 16}, 2),  MakeCase({64, 60}, 8),
+      MakeCase({6, 33}, 0), MakeCase({2048, 16}, 2),  MakeCase({64, 60}, 8),   MakeCase({5, 60}, 20),
+      MakeCase({3, 40}, 40),
   };
 }
 
@@ -71,6 +72,21 @@ TEST(TopK, DescendingWithTiesToLowerIndex) {
     }
     Tensor g = TopKBackward(Tensor::FromVector({10, 20}, {1, 2}), Tensor::FromInts({4, 1}, {1, 2}), {1, 6});
     EXPECT_EQ(g.ToFloatVector(), (std::vector<float>{0, 20, 0, 0, 10, 0}));
+  }
+}
+
+TEST(TopK, TiesOnTheSortingPath) {
+  // k above the insertion limit: value j % 5 at index j; ties keep index order.
+  const int64_t n = 40, k = 20;
+  std::vector<float> x(n);
+  for (int64_t j = 0; j < n; ++j) x[j] = static_cast<float>(j % 5);
+  std::vector<int64_t> expect;
+  for (int v = 4; v >= 0 && static_cast<int64_t>(expect.size()) < k; --v) {
+    for (int64_t j = v; j < n && static_cast<int64_t>(expect.size()) < k; j += 5) expect.push_back(j);
+  }
+  for (Impl impl : {Impl::kReference, Impl::kOptimized}) {
+    ScopedImpl scope(impl);
+    EXPECT_EQ(TopK(Tensor::FromVector(x, {1, n}), k).indices.ToIntVector(), expect);
   }
 }
 
