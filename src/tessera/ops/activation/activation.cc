@@ -9,44 +9,101 @@
 #include "tessera/base/error.h"
 #include "tessera/ops/common/impl.h"
 #include "tessera/ops/elementwise/kernel_util.h"
+#include "tessera/ops/elementwise/simd.h"
+
+// 64-byte vectors only live inside AVX-512 functions (see simd.h).
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace tessera::ops {
 namespace {
 
-using kern::FastSigmoid;
-using kern::FastTanh;
+using kern::Splat;
+using kern::VF;
 
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kGeluA = 0.044715f;
 
-// ---- optimized fp32 kernels ----
+// ---- optimized fp32 kernels (explicit W-lane vectors, see simd.h) ----
 
-TESSERA_MULTIVERSION void GeluF32(const float* __restrict x, float* __restrict y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    float v = x[i];
-    float t = FastTanh(kGeluC * (v + kGeluA * v * v * v));
-    y[i] = 0.5f * v * (1.0f + t);
-  }
+template <int W>
+TESSERA_ALWAYS_INLINE VF<W> GeluV(VF<W> v) {
+  VF<W> t = kern::Tanh<W>(kGeluC * (v + kGeluA * v * v * v));
+  return 0.5f * v * (1.0f + t);
 }
-TESSERA_MULTIVERSION void GeluBackF32(const float* __restrict dy, const float* __restrict x, float* __restrict dx,
-                                      int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    float v = x[i];
-    float t = FastTanh(kGeluC * (v + kGeluA * v * v * v));
-    float du = kGeluC * (1.0f + 3.0f * kGeluA * v * v);
-    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
-  }
+template <int W>
+TESSERA_ALWAYS_INLINE VF<W> GeluGradV(VF<W> v) {
+  VF<W> t = kern::Tanh<W>(kGeluC * (v + kGeluA * v * v * v));
+  VF<W> du = kGeluC * (1.0f + (3.0f * kGeluA) * v * v);
+  return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
 }
-TESSERA_MULTIVERSION void SiluF32(const float* __restrict x, float* __restrict y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * FastSigmoid(x[i]);
+template <int W>
+TESSERA_ALWAYS_INLINE VF<W> SiluV(VF<W> v) {
+  return v * kern::Sigmoid<W>(v);
 }
-TESSERA_MULTIVERSION void SiluBackF32(const float* __restrict dy, const float* __restrict x, float* __restrict dx,
-                                      int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    float s = FastSigmoid(x[i]);
-    dx[i] = dy[i] * s * (1.0f + x[i] * (1.0f - s));
-  }
+template <int W>
+TESSERA_ALWAYS_INLINE VF<W> SiluGradV(VF<W> v) {
+  VF<W> s = kern::Sigmoid<W>(v);
+  return s * (1.0f + v * (1.0f - s));
 }
+
+#define TESSERA_ACT_LAMBDA(expr) \
+  [](auto v) __attribute__((always_inline)) { return expr; }
+#define TESSERA_ACT_LAMBDA2(expr) \
+  [](auto g, auto v) __attribute__((always_inline)) { return expr; }
+
+template <int W>
+TESSERA_ALWAYS_INLINE void GeluF32Impl(const float* x, float* y, int64_t n) {
+  kern::Map1<W>(x, y, n, TESSERA_ACT_LAMBDA(GeluV<W>(v)));
+}
+template <int W>
+TESSERA_ALWAYS_INLINE void GeluBackF32Impl(const float* dy, const float* x, float* dx, int64_t n) {
+  kern::Map2<W>(dy, x, dx, n, TESSERA_ACT_LAMBDA2(g * GeluGradV<W>(v)));
+}
+template <int W>
+TESSERA_ALWAYS_INLINE void SiluF32Impl(const float* x, float* y, int64_t n) {
+  kern::Map1<W>(x, y, n, TESSERA_ACT_LAMBDA(SiluV<W>(v)));
+}
+template <int W>
+TESSERA_ALWAYS_INLINE void SiluBackF32Impl(const float* dy, const float* x, float* dx, int64_t n) {
+  kern::Map2<W>(dy, x, dx, n, TESSERA_ACT_LAMBDA2(g * SiluGradV<W>(v)));
+}
+template <int W>
+TESSERA_ALWAYS_INLINE void SwiGluF32Impl(const float* gate, const float* up, float* y, int64_t n) {
+  kern::Map2<W>(gate, up, y, n, TESSERA_ACT_LAMBDA2(SiluV<W>(g) * v));
+}
+// grad_up = dy * silu(gate); grad_gate = dy * up * silu'(gate).
+template <int W>
+TESSERA_ALWAYS_INLINE void SwiGluBackF32Impl(const float* __restrict dy, const float* __restrict g,
+                                             const float* __restrict u, float* __restrict dg, float* __restrict du,
+                                             int64_t n) {
+  auto body = [&](int64_t i, int64_t len) __attribute__((always_inline)) {
+    VF<W> d = len == W ? kern::Load<W>(dy + i) : kern::LoadPartial<W>(dy + i, len);
+    VF<W> gv = len == W ? kern::Load<W>(g + i) : kern::LoadPartial<W>(g + i, len);
+    VF<W> uv = len == W ? kern::Load<W>(u + i) : kern::LoadPartial<W>(u + i, len);
+    VF<W> s = kern::Sigmoid<W>(gv);
+    VF<W> a = d * gv * s;
+    VF<W> b = d * uv * s * (1.0f + gv * (1.0f - s));
+    if (len == W) {
+      kern::Store<W>(du + i, a);
+      kern::Store<W>(dg + i, b);
+    } else {
+      kern::StorePartial<W>(du + i, a, len);
+      kern::StorePartial<W>(dg + i, b, len);
+    }
+  };
+  int64_t i = 0;
+  for (; i + W <= n; i += W) body(i, W);
+  if (i < n) body(i, n - i);
+}
+
+TESSERA_SIMD_DISPATCH(GeluF32, (const float* x, float* y, int64_t n), (x, y, n))
+TESSERA_SIMD_DISPATCH(GeluBackF32, (const float* dy, const float* x, float* dx, int64_t n), (dy, x, dx, n))
+TESSERA_SIMD_DISPATCH(SiluF32, (const float* x, float* y, int64_t n), (x, y, n))
+TESSERA_SIMD_DISPATCH(SiluBackF32, (const float* dy, const float* x, float* dx, int64_t n), (dy, x, dx, n))
+TESSERA_SIMD_DISPATCH(SwiGluF32, (const float* gate, const float* up, float* y, int64_t n), (gate, up, y, n))
+TESSERA_SIMD_DISPATCH(SwiGluBackF32, (const float* dy, const float* g, const float* u, float* dg, float* du, int64_t n),
+                      (dy, g, u, dg, du, n))
+
 TESSERA_MULTIVERSION void ReluF32(const float* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
@@ -54,20 +111,6 @@ TESSERA_MULTIVERSION void ReluBackF32(const float* __restrict dy, const float* _
                                       int64_t n) {
   for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
 }
-TESSERA_MULTIVERSION void SwiGluF32(const float* __restrict g, const float* __restrict u, float* __restrict y,
-                                    int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = g[i] * FastSigmoid(g[i]) * u[i];
-}
-TESSERA_MULTIVERSION void SwiGluBackF32(const float* __restrict dy, const float* __restrict g,
-                                        const float* __restrict u, float* __restrict dg, float* __restrict du,
-                                        int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    float s = FastSigmoid(g[i]);
-    du[i] = dy[i] * g[i] * s;
-    dg[i] = dy[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
-  }
-}
-
 // Runs kernel(in..., out..., len) over kChunk-sized chunks of contiguous
 // same-shape tensors (inputs first, then outputs), converting dtypes.
 template <int kIn, int kOut, typename K>
@@ -137,9 +180,12 @@ Tensor UnaryForward(Unary u, const Tensor& x_in) {
   Tensor* out[1] = {&y};
   int64_t threshold = u == Unary::kRelu ? kern::kParallelMemoryBound : kern::kParallelComputeBound;
   MapChunks<1, 1>(in, out, threshold, [u](const float* const* s, float* const* d, int64_t len) {
-    if (u == Unary::kGelu) GeluF32(s[0], d[0], len);
-    else if (u == Unary::kSilu) SiluF32(s[0], d[0], len);
-    else ReluF32(s[0], d[0], len);
+    if (u == Unary::kGelu)
+      GeluF32(s[0], d[0], len);
+    else if (u == Unary::kSilu)
+      SiluF32(s[0], d[0], len);
+    else
+      ReluF32(s[0], d[0], len);
   });
   return y;
 }
@@ -152,7 +198,9 @@ Tensor UnaryBackward(Unary u, const Tensor& grad_out, const Tensor& x_in) {
   if (UseReference()) {
     std::vector<float> xv = x.ToFloatVector(), g = dy.ToFloatVector();
     for (size_t i = 0; i < xv.size(); ++i) {
-      float d = u == Unary::kGelu ? GeluGradRef(xv[i]) : u == Unary::kSilu ? SiluGradRef(xv[i]) : (xv[i] > 0 ? 1.0f : 0.0f);
+      float d = u == Unary::kGelu   ? GeluGradRef(xv[i])
+                : u == Unary::kSilu ? SiluGradRef(xv[i])
+                                    : (xv[i] > 0 ? 1.0f : 0.0f);
       g[i] *= d;
     }
     return FromFloats(g, x);
@@ -162,9 +210,12 @@ Tensor UnaryBackward(Unary u, const Tensor& grad_out, const Tensor& x_in) {
   Tensor* out[1] = {&dx};
   int64_t threshold = u == Unary::kRelu ? kern::kParallelMemoryBound : kern::kParallelComputeBound;
   MapChunks<2, 1>(in, out, threshold, [u](const float* const* s, float* const* d, int64_t len) {
-    if (u == Unary::kGelu) GeluBackF32(s[0], s[1], d[0], len);
-    else if (u == Unary::kSilu) SiluBackF32(s[0], s[1], d[0], len);
-    else ReluBackF32(s[0], s[1], d[0], len);
+    if (u == Unary::kGelu)
+      GeluBackF32(s[0], s[1], d[0], len);
+    else if (u == Unary::kSilu)
+      SiluBackF32(s[0], s[1], d[0], len);
+    else
+      ReluBackF32(s[0], s[1], d[0], len);
   });
   return dx;
 }

@@ -1,11 +1,12 @@
 // Unit tests of gelu / silu / relu / swiglu: published values, behaviour at
 // extreme inputs, dtypes and argument errors.
-#include <cmath>
+#include "tessera/ops/activation/activation.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "tessera/base/error.h"
-#include "tessera/ops/activation/activation.h"
 #include "tessera/ops/common/impl.h"
 
 namespace tessera::ops {

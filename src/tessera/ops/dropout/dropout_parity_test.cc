@@ -1,9 +1,9 @@
 // Parity cases for dropout: several p, seeds and stream offsets, odd sizes
 // and a multi-threaded size; the mask is a pure function of (seed, offset +
 // i), so optimized and reference must agree exactly on which elements drop.
-#include <string>
-
 #include <fmt/format.h>
+
+#include <string>
 
 #include "tessera/ops/dropout/dropout.h"
 #include "tessera/ops/testing/parity.h"
@@ -19,9 +19,9 @@ struct Spec {
 };
 
 TESSERA_PARITY_CASES {
-  const std::vector<Spec> specs = {{{4, 33}, 0.1f, 7, 0},         {{1000}, 0.5f, 11, 123},
-                                   {{3, 5, 7}, 0.25f, 3, 1ull << 33}, {{257, 129}, 0.1f, 42, 5},
-                                   {{1}, 0.9f, 1, 0},              {{8, 8}, 0.0f, 9, 0}};
+  const std::vector<Spec> specs = {
+      {{4, 33}, 0.1f, 7, 0},     {{1000}, 0.5f, 11, 123}, {{3, 5, 7}, 0.25f, 3, 1ull << 33},
+      {{257, 129}, 0.1f, 42, 5}, {{1}, 0.9f, 1, 0},       {{8, 8}, 0.0f, 9, 0}};
   std::vector<ParityCase> all;
   for (const Spec& s : specs) {
     ParityCase c;

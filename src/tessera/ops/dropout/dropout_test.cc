@@ -1,15 +1,15 @@
 // Unit tests of dropout: keep rate, scaling, agreement with UniformAt,
 // forward/backward mask identity, stream offsets, thread-count
 // independence and argument errors.
+#include "tessera/ops/dropout/dropout.h"
+
+#include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cstring>
 
-#include <gtest/gtest.h>
-
 #include "tessera/base/error.h"
 #include "tessera/ops/common/impl.h"
-#include "tessera/ops/dropout/dropout.h"
 #include "tessera/tensor/rng.h"
 
 namespace tessera::ops {

@@ -37,18 +37,25 @@ TESSERA_ALWAYS_INLINE void ForwardLoop(const float* __restrict a, bool sa, const
 TESSERA_MULTIVERSION void ForwardF32(BinaryOp op, const float* a, bool sa, const float* b, bool sb, float* out,
                                      int64_t n) {
   switch (op) {
-    case BinaryOp::kAdd: ForwardLoop<BinaryOp::kAdd>(a, sa, b, sb, out, n); break;
-    case BinaryOp::kSub: ForwardLoop<BinaryOp::kSub>(a, sa, b, sb, out, n); break;
-    case BinaryOp::kMul: ForwardLoop<BinaryOp::kMul>(a, sa, b, sb, out, n); break;
-    case BinaryOp::kDiv: ForwardLoop<BinaryOp::kDiv>(a, sa, b, sb, out, n); break;
+    case BinaryOp::kAdd:
+      ForwardLoop<BinaryOp::kAdd>(a, sa, b, sb, out, n);
+      break;
+    case BinaryOp::kSub:
+      ForwardLoop<BinaryOp::kSub>(a, sa, b, sb, out, n);
+      break;
+    case BinaryOp::kMul:
+      ForwardLoop<BinaryOp::kMul>(a, sa, b, sb, out, n);
+      break;
+    case BinaryOp::kDiv:
+      ForwardLoop<BinaryOp::kDiv>(a, sa, b, sb, out, n);
+      break;
   }
 }
 
 // Gradients of mul/div for one span: ga = dL/da, gb = dL/db (unreduced).
 template <BinaryOp kOp, bool kSA, bool kSB>
-TESSERA_ALWAYS_INLINE void BackwardLoop(const float* __restrict g, const float* __restrict a,
-                                        const float* __restrict b, float* __restrict ga, float* __restrict gb,
-                                        int64_t n) {
+TESSERA_ALWAYS_INLINE void BackwardLoop(const float* __restrict g, const float* __restrict a, const float* __restrict b,
+                                        float* __restrict ga, float* __restrict gb, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     float x = a[kSA ? i : 0], y = b[kSB ? i : 0];
     if constexpr (kOp == BinaryOp::kMul) {
@@ -62,12 +69,16 @@ TESSERA_ALWAYS_INLINE void BackwardLoop(const float* __restrict g, const float* 
 }
 
 template <BinaryOp kOp>
-TESSERA_ALWAYS_INLINE void BackwardDispatch(const float* g, const float* a, bool sa, const float* b, bool sb,
-                                            float* ga, float* gb, int64_t n) {
-  if (sa && sb) BackwardLoop<kOp, true, true>(g, a, b, ga, gb, n);
-  else if (sa) BackwardLoop<kOp, true, false>(g, a, b, ga, gb, n);
-  else if (sb) BackwardLoop<kOp, false, true>(g, a, b, ga, gb, n);
-  else BackwardLoop<kOp, false, false>(g, a, b, ga, gb, n);
+TESSERA_ALWAYS_INLINE void BackwardDispatch(const float* g, const float* a, bool sa, const float* b, bool sb, float* ga,
+                                            float* gb, int64_t n) {
+  if (sa && sb)
+    BackwardLoop<kOp, true, true>(g, a, b, ga, gb, n);
+  else if (sa)
+    BackwardLoop<kOp, true, false>(g, a, b, ga, gb, n);
+  else if (sb)
+    BackwardLoop<kOp, false, true>(g, a, b, ga, gb, n);
+  else
+    BackwardLoop<kOp, false, false>(g, a, b, ga, gb, n);
 }
 
 TESSERA_MULTIVERSION void BackwardF32(BinaryOp op, const float* g, const float* a, bool sa, const float* b, bool sb,

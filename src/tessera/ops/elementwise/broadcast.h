@@ -19,7 +19,7 @@ inline constexpr int kMaxDims = 16;
 inline constexpr int kMaxOperands = 3;
 
 struct BroadcastPlan {
-  int rank = 1;                  // merged axes (>= 1)
+  int rank = 1;  // merged axes (>= 1)
   int operands = 0;
   int64_t shape[kMaxDims] = {1};
   int64_t strides[kMaxOperands][kMaxDims] = {};
@@ -127,8 +127,8 @@ void ForEachSpan(const BroadcastPlan& p, int64_t threshold, F&& fn) {
 // Shared argument checks for broadcasting operators: both defined, floating,
 // same dtype, broadcastable. Returns the broadcast shape; throws OpError.
 inline Shape CheckBroadcastOperands(const char* op, const Tensor& a, const Tensor& b) {
-  TESSERA_OP_CHECK(a.defined() && b.defined(), "{}: undefined input (a defined: {}, b defined: {})", op,
-                   a.defined(), b.defined());
+  TESSERA_OP_CHECK(a.defined() && b.defined(), "{}: undefined input (a defined: {}, b defined: {})", op, a.defined(),
+                   b.defined());
   TESSERA_OP_CHECK(IsFloating(a.dtype()) && a.dtype() == b.dtype(),
                    "{}: inputs must share one floating dtype, got a {} {} and b {} {}", op, DTypeName(a.dtype()),
                    ShapeString(a.shape()), DTypeName(b.dtype()), ShapeString(b.shape()));

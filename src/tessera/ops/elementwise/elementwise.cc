@@ -14,20 +14,28 @@ namespace {
 
 const char* OpName(BinaryOp op) {
   switch (op) {
-    case BinaryOp::kAdd: return "add";
-    case BinaryOp::kSub: return "sub";
-    case BinaryOp::kMul: return "mul";
-    case BinaryOp::kDiv: return "div";
+    case BinaryOp::kAdd:
+      return "add";
+    case BinaryOp::kSub:
+      return "sub";
+    case BinaryOp::kMul:
+      return "mul";
+    case BinaryOp::kDiv:
+      return "div";
   }
   return "binary";
 }
 
 float ApplyRef(BinaryOp op, float a, float b) {
   switch (op) {
-    case BinaryOp::kAdd: return a + b;
-    case BinaryOp::kSub: return a - b;
-    case BinaryOp::kMul: return a * b;
-    case BinaryOp::kDiv: return a / b;
+    case BinaryOp::kAdd:
+      return a + b;
+    case BinaryOp::kSub:
+      return a - b;
+    case BinaryOp::kMul:
+      return a * b;
+    case BinaryOp::kDiv:
+      return a / b;
   }
   return 0.0f;
 }
@@ -71,10 +79,22 @@ BinaryGrads BinaryBackwardReference(BinaryOp op, const Tensor& g, const Tensor& 
     }
     float x = av[oa], y = bv[ob], gi = gv[i];
     switch (op) {
-      case BinaryOp::kAdd: ga[i] = gi; gb[i] = gi; break;
-      case BinaryOp::kSub: ga[i] = gi; gb[i] = -gi; break;
-      case BinaryOp::kMul: ga[i] = gi * y; gb[i] = gi * x; break;
-      case BinaryOp::kDiv: ga[i] = gi / y; gb[i] = -gi * x / (y * y); break;
+      case BinaryOp::kAdd:
+        ga[i] = gi;
+        gb[i] = gi;
+        break;
+      case BinaryOp::kSub:
+        ga[i] = gi;
+        gb[i] = -gi;
+        break;
+      case BinaryOp::kMul:
+        ga[i] = gi * y;
+        gb[i] = gi * x;
+        break;
+      case BinaryOp::kDiv:
+        ga[i] = gi / y;
+        gb[i] = -gi * x / (y * y);
+        break;
     }
   }
   BinaryGrads grads;

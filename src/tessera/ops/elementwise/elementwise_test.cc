@@ -1,15 +1,20 @@
 // Unit tests of element-wise ops and their internal helpers: known values,
 // broadcasting, non-contiguous inputs, argument errors, the vectorized exp
 // and the bf16/fp16 block conversions.
-#include <cmath>
-#include <limits>
+#include "tessera/ops/elementwise/elementwise.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+
 #include "tessera/base/error.h"
 #include "tessera/ops/common/impl.h"
-#include "tessera/ops/elementwise/elementwise.h"
 #include "tessera/ops/elementwise/kernel_util.h"
+#include "tessera/ops/elementwise/simd.h"
+#include "tessera/ops/testing/parity.h"
 #include "tessera/tensor/rng.h"
 
 namespace tessera::ops {
@@ -146,7 +151,7 @@ TEST(KernelUtil, BlockConversionsMatchScalarRounding) {
   v.push_back(-std::numeric_limits<float>::infinity());
   v.push_back(std::numeric_limits<float>::quiet_NaN());
   v.push_back(-0.0f);
-  v.push_back(1e-8f);   // fp16 subnormal range
+  v.push_back(1e-8f);    // fp16 subnormal range
   v.push_back(70000.f);  // fp16 overflow
   const int64_t n = static_cast<int64_t>(v.size());
   std::vector<uint16_t> bits(n), f16bits(n);
@@ -162,6 +167,26 @@ TEST(KernelUtil, BlockConversionsMatchScalarRounding) {
     EXPECT_TRUE(back[i] == expect || (std::isnan(back[i]) && std::isnan(expect)));
     EXPECT_TRUE(back16[i] == expect16 || (std::isnan(back16[i]) && std::isnan(expect16)));
   }
+}
+
+// The parity harness runs whichever SIMD path this CPU selects; this runs
+// the fp32 cases of this helper's op families again on the AVX2 kernels so
+// both paths are checked on AVX-512 machines too.
+TEST(KernelUtil, ParityOnForcedAvx2Path) {
+  const std::set<std::string> ops = {"add",  "sub",     "mul",         "div",       "sum",     "mean",
+                                     "max",  "softmax", "log_softmax", "layernorm", "rmsnorm", "gelu",
+                                     "silu", "relu",    "swiglu",      "dropout"};
+  kern::ForceAvx2ForTesting(true);
+  EXPECT_FALSE(kern::HasAvx512());
+  int checked = 0;
+  for (const testing::ParityCase& c : testing::Registry()) {
+    if (!ops.count(c.op)) continue;
+    Status st = testing::CheckParity(c, DType::kF32);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    ++checked;
+  }
+  kern::ForceAvx2ForTesting(false);
+  EXPECT_GT(checked, 50);
 }
 
 }  // namespace

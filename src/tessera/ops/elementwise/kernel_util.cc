@@ -2,9 +2,11 @@
 
 #include <immintrin.h>
 
+#include <atomic>
 #include <memory>
 
 #include "tessera/base/check.h"
+#include "tessera/ops/elementwise/simd.h"
 
 namespace tessera::ops::kern {
 namespace {
@@ -41,7 +43,22 @@ void StoreF16(const float* src, uint16_t* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = fp16::FromFloat(src[i]);
 }
 
+std::atomic<bool> g_force_avx2{false};
+
+bool CpuHasAvx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+}
+
 }  // namespace
+
+bool HasAvx512() {
+  static const bool cpu = CpuHasAvx512();
+  return cpu && !g_force_avx2.load(std::memory_order_relaxed);
+}
+
+void ForceAvx2ForTesting(bool force) { g_force_avx2.store(force); }
 
 float* Scratch(int slot, int64_t n) {
   thread_local ScratchBuffer buffers[kScratchSlots];
@@ -61,9 +78,14 @@ void LoadF32(DType dt, const void* src, float* dst, int64_t n) {
     case DType::kF32:
       if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
       return;
-    case DType::kBF16: LoadBf16(static_cast<const uint16_t*>(src), dst, n); return;
-    case DType::kF16: LoadF16(static_cast<const uint16_t*>(src), dst, n); return;
-    default: TESSERA_CHECK(false, "LoadF32 of a {} buffer", DTypeName(dt));
+    case DType::kBF16:
+      LoadBf16(static_cast<const uint16_t*>(src), dst, n);
+      return;
+    case DType::kF16:
+      LoadF16(static_cast<const uint16_t*>(src), dst, n);
+      return;
+    default:
+      TESSERA_CHECK(false, "LoadF32 of a {} buffer", DTypeName(dt));
   }
 }
 
@@ -72,9 +94,14 @@ void StoreF32(DType dt, const float* src, void* dst, int64_t n) {
     case DType::kF32:
       if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
       return;
-    case DType::kBF16: StoreBf16(src, static_cast<uint16_t*>(dst), n); return;
-    case DType::kF16: StoreF16(src, static_cast<uint16_t*>(dst), n); return;
-    default: TESSERA_CHECK(false, "StoreF32 to a {} buffer", DTypeName(dt));
+    case DType::kBF16:
+      StoreBf16(src, static_cast<uint16_t*>(dst), n);
+      return;
+    case DType::kF16:
+      StoreF16(src, static_cast<uint16_t*>(dst), n);
+      return;
+    default:
+      TESSERA_CHECK(false, "StoreF32 to a {} buffer", DTypeName(dt));
   }
 }
 

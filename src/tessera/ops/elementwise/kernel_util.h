@@ -99,7 +99,7 @@ inline void* ElemPtr(void* base, DType dt, int64_t i) {
 // Returns 0 below -87.3 (including -inf), saturates above 88.3 (to ~2e38), keeps NaN.
 TESSERA_ALWAYS_INLINE float FastExp(float x) {
   float c = x < -87.3f ? -87.3f : x;
-  c = c > 88.3f ? 88.3f : c;  // keeps the exponent k <= 127
+  c = c > 88.3f ? 88.3f : c;                                         // keeps the exponent k <= 127
   float k = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
   float r = c - k * 0.693359375f;
   r = r - k * -2.12194440e-4f;
@@ -125,7 +125,7 @@ TESSERA_ALWAYS_INLINE float FastTanh(float x) { return 1.0f - 2.0f / (FastExp(2.
 // Lane-parallel reductions: kLanes independent accumulators (one zmm pair
 // or four ymm registers after vectorization), combined pairwise in a fixed
 // order, so results do not depend on the ISA clone or thread count.
-inline constexpr int kLanes = 32;
+inline constexpr int kLanes = 64;
 
 TESSERA_ALWAYS_INLINE float CombineSum(float* acc) {
   for (int w = kLanes / 2; w >= 1; w /= 2) {

@@ -18,7 +18,6 @@ void NormForwardOptimized(bool rms, const Tensor& x, const float* gamma, const f
 
 // grad_gamma / grad_beta: fp32 [D] outputs (grad_beta null for rmsnorm).
 void NormBackwardOptimized(bool rms, const Tensor& dy, const Tensor& x, const float* gamma, const float* mean,
-                           const float* rstd, Tensor& dx, float* grad_gamma, float* grad_beta, int64_t rows,
-                           int64_t D);
+                           const float* rstd, Tensor& dx, float* grad_gamma, float* grad_beta, int64_t rows, int64_t D);
 
 }  // namespace tessera::ops::kern

@@ -1,9 +1,9 @@
 // Parity cases for layernorm / rmsnorm: odd widths, one-element rows, 3-d
 // inputs, a multi-threaded size, and mixed precision (bf16/fp16 x with
 // fp32 gamma/beta); gradients of x, gamma and beta.
-#include <string>
-
 #include <fmt/format.h>
+
+#include <string>
 
 #include "tessera/ops/norm/norm.h"
 #include "tessera/ops/testing/parity.h"
@@ -55,7 +55,7 @@ ParityCase MakeCase(bool rms, const Spec& s) {
 }
 
 TESSERA_PARITY_CASES {
-  const std::vector<Spec> specs = {{{4, 33}, false}, {{1, 7}, false},   {{5, 1}, false},    {{3, 5, 16}, false},
+  const std::vector<Spec> specs = {{{4, 33}, false},   {{1, 7}, false}, {{5, 1}, false},   {{3, 5, 16}, false},
                                    {{64, 256}, false}, {{6, 96}, true}, {{200, 384}, true}};
   std::vector<ParityCase> all;
   for (bool rms : {false, true}) {

@@ -1,16 +1,16 @@
 // Unit tests of layernorm / rmsnorm: known values, normalized statistics,
 // mixed precision dtypes, thread-count independence of parameter
 // gradients, and argument errors.
+#include "tessera/ops/norm/norm.h"
+
+#include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cmath>
 #include <cstring>
 
-#include <gtest/gtest.h>
-
 #include "tessera/base/error.h"
 #include "tessera/ops/common/impl.h"
-#include "tessera/ops/norm/norm.h"
 #include "tessera/tensor/rng.h"
 
 namespace tessera::ops {
@@ -94,7 +94,7 @@ TEST(Norm, GradientsIndependentOfThreadCount) {
     NormGrads g = LayerNormBackward(dy, x, gamma, r);
     NormResult q = RmsNorm(x, gamma);
     NormGrads h = RmsNormBackward(dy, x, gamma, q);
-    out[threads - 1] = {r.y.ToFloatVector(), g.grad_x.ToFloatVector(), g.grad_gamma.ToFloatVector(),
+    out[threads - 1] = {r.y.ToFloatVector(),         g.grad_x.ToFloatVector(), g.grad_gamma.ToFloatVector(),
                         g.grad_beta.ToFloatVector(), h.grad_x.ToFloatVector(), h.grad_gamma.ToFloatVector()};
   }
   omp_set_num_threads(saved);

@@ -80,8 +80,8 @@ Tensor SumOrMean(const char* op, const Tensor& x_in, const std::vector<int>& axe
   return r.View(ReducedShape(x_in.shape(), mask, keepdim));
 }
 
-Tensor SumOrMeanBackward(const char* op, const Tensor& grad_out, const Shape& input_shape,
-                         const std::vector<int>& axes, bool keepdim, bool mean) {
+Tensor SumOrMeanBackward(const char* op, const Tensor& grad_out, const Shape& input_shape, const std::vector<int>& axes,
+                         bool keepdim, bool mean) {
   CheckFloating(op, "grad_out", grad_out);
   std::vector<bool> mask = AxesMask(op, input_shape, axes);
   Shape expected = ReducedShape(input_shape, mask, keepdim);
@@ -153,6 +153,8 @@ MaxResult Max(const Tensor& x_in, int axis, bool keepdim) {
                    ShapeString(x_in.shape()));
   const int a = axis < 0 ? axis + rank : axis;
   TESSERA_OP_CHECK(x_in.shape()[a] > 0, "max: axis {} of shape {} is empty", axis, ShapeString(x_in.shape()));
+  TESSERA_OP_CHECK(x_in.shape()[a] < (int64_t{1} << 31), "max: axis {} of shape {} exceeds 2^31 elements", axis,
+                   ShapeString(x_in.shape()));
   Tensor x = x_in.Contiguous();
   int64_t A, R, B;
   SplitAround(x.shape(), a, A, R, B);
@@ -206,8 +208,8 @@ Tensor MaxBackward(const Tensor& grad_out, const Tensor& indices, const Shape& i
   Tensor idx_t = indices.Contiguous();
   const int64_t* idx = idx_t.data<int64_t>();
   for (int64_t i = 0; i < A * B; ++i) {
-    TESSERA_OP_CHECK(idx[i] >= 0 && idx[i] < R, "max backward: index {} at position {} out of range [0, {})", idx[i],
-                     i, R);
+    TESSERA_OP_CHECK(idx[i] >= 0 && idx[i] < R, "max backward: index {} at position {} out of range [0, {})", idx[i], i,
+                     R);
   }
   Tensor g = grad_out.Contiguous();
   Tensor out = Tensor::Zeros(input_shape, grad_out.dtype());

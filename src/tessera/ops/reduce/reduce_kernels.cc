@@ -1,10 +1,15 @@
 #include "tessera/ops/reduce/reduce_kernels.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "tessera/ops/elementwise/binary_kernels.h"
 #include "tessera/ops/elementwise/broadcast.h"
 #include "tessera/ops/elementwise/kernel_util.h"
+#include "tessera/ops/elementwise/simd.h"
+
+// 64-byte vectors only live inside AVX-512 functions (see simd.h).
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace tessera::ops::kern {
 namespace {
@@ -20,7 +25,50 @@ constexpr int64_t kColRowBlocks = 8;
 constexpr int64_t kColBlockRows = 128;
 
 TESSERA_MULTIVERSION float SumF32(const float* x, int64_t n) { return SumLanes(x, n); }
-TESSERA_MULTIVERSION float MaxF32(const float* x, int64_t n) { return MaxLanes(x, n); }
+// Maximum of x[0:n] and the first index holding it (n < 2^31), in one
+// pass: each vector lane keeps its own maximum and first index (strict >),
+// then lanes combine preferring the smaller index on equal values. NaNs are
+// skipped unless x[0] is NaN (then the result is NaN at 0), exactly like the
+// reference's sequential scan.
+template <int W>
+TESSERA_ALWAYS_INLINE void ArgMaxF32Impl(const float* __restrict x, int64_t n, float* value, int64_t* index) {
+  using VFW = VF<W>;
+  using VIW = VI<W>;
+  VIW lane;
+  for (int j = 0; j < W; ++j) lane[j] = j;
+  VFW b0 = Splat<W>(x[0]), b1 = b0;
+  VIW i0 = VIW{} + 0, i1 = i0;
+  int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    VFW a = Load<W>(x + i), c = Load<W>(x + i + W);
+    VIW ia = lane + static_cast<int32_t>(i), ic = ia + W;
+    VIW ga = a > b0, gc = c > b1;
+    b0 = ga ? a : b0;
+    i0 = ga ? ia : i0;
+    b1 = gc ? c : b1;
+    i1 = gc ? ic : i1;
+  }
+  float m = b0[0];
+  for (int j = 0; j < W; ++j) {
+    m = b0[j] > m ? b0[j] : m;
+    m = b1[j] > m ? b1[j] : m;
+  }
+  int32_t k = INT32_MAX;
+  for (int j = 0; j < W; ++j) {
+    k = (b0[j] == m && i0[j] < k) ? i0[j] : k;
+    k = (b1[j] == m && i1[j] < k) ? i1[j] : k;
+  }
+  if (k == INT32_MAX) k = 0;
+  for (; i < n; ++i) {
+    if (x[i] > m) {
+      m = x[i];
+      k = static_cast<int32_t>(i);
+    }
+  }
+  *value = m;
+  *index = k;
+}
+TESSERA_SIMD_DISPATCH(ArgMaxF32, (const float* x, int64_t n, float* value, int64_t* index), (x, n, value, index))
 
 TESSERA_MULTIVERSION void ColSumF32(const float* __restrict x, int64_t rows, int64_t ld, int64_t len,
                                     float* __restrict out) {
@@ -35,8 +83,8 @@ TESSERA_MULTIVERSION void AddRowF32(float* __restrict out, const float* __restri
   for (int64_t i = 0; i < len; ++i) out[i] += row[i];
 }
 
-TESSERA_MULTIVERSION void MaxUpdateF32(const float* __restrict row, float* __restrict best,
-                                       int64_t* __restrict idx, int64_t r, int64_t len) {
+TESSERA_MULTIVERSION void MaxUpdateF32(const float* __restrict row, float* __restrict best, int64_t* __restrict idx,
+                                       int64_t r, int64_t len) {
   for (int64_t i = 0; i < len; ++i) {
     bool gt = row[i] > best[i];
     best[i] = gt ? row[i] : best[i];
@@ -44,8 +92,8 @@ TESSERA_MULTIVERSION void MaxUpdateF32(const float* __restrict row, float* __res
   }
 }
 
-TESSERA_MULTIVERSION void BroadcastSpanF32(const float* __restrict src, bool stride, float scale,
-                                           float* __restrict out, int64_t n) {
+TESSERA_MULTIVERSION void BroadcastSpanF32(const float* __restrict src, bool stride, float scale, float* __restrict out,
+                                           int64_t n) {
   if (stride) {
     for (int64_t i = 0; i < n; ++i) out[i] = src[i] * scale;
   } else {
@@ -196,16 +244,9 @@ void MaxMiddleOptimized(const Tensor& x, int64_t A, int64_t R, int64_t B, Tensor
     ParallelFor((A + rows_per_task - 1) / rows_per_task, work, kParallelMemoryBound, [&](int64_t t) {
       for (int64_t a = t * rows_per_task, e = std::min(A, a + rows_per_task); a < e; ++a) {
         const float* row = AsF32(dt, ElemPtr(xp, dt, a * R), R, 0);
-        float m = MaxF32(row, R);
-        int64_t idx = 0;
-        for (int64_t i = 0; i < R; ++i) {
-          if (row[i] == m) {
-            idx = i;
-            break;
-          }
-        }
+        float m;
+        ArgMaxF32(row, R, &m, ip + a);
         StoreF32(dt, &m, ElemPtr(vp, dt, a), 1);
-        ip[a] = idx;
       }
     });
     return;

@@ -1,10 +1,10 @@
 // Parity cases for sum / mean (axis sets, keepdim) and max (one axis, no
 // ties), forward and backward, fp32 / bf16 / fp16.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <numeric>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "tessera/ops/reduce/reduce.h"
 #include "tessera/ops/testing/parity.h"
@@ -21,10 +21,18 @@ struct AxesCase {
 
 std::vector<ParityCase> SumMeanCases(const std::string& op, bool mean) {
   const std::vector<AxesCase> specs = {
-      {{4, 33}, {}, false},       {{4, 33}, {1}, false},       {{4, 33}, {0}, true},
-      {{3, 5, 7}, {0, 2}, false}, {{3, 5, 7}, {-1}, true},     {{3, 5, 7}, {1}, false},
-      {{2, 1, 9}, {1}, false},    {{1, 1}, {}, true},          {{300, 257}, {0}, false},
-      {{300, 257}, {1}, true},    {{2, 40, 3, 50}, {1, 3}, false}, {{100000}, {}, false},
+      {{4, 33}, {}, false},
+      {{4, 33}, {1}, false},
+      {{4, 33}, {0}, true},
+      {{3, 5, 7}, {0, 2}, false},
+      {{3, 5, 7}, {-1}, true},
+      {{3, 5, 7}, {1}, false},
+      {{2, 1, 9}, {1}, false},
+      {{1, 1}, {}, true},
+      {{300, 257}, {0}, false},
+      {{300, 257}, {1}, true},
+      {{2, 40, 3, 50}, {1, 3}, false},
+      {{100000}, {}, false},
   };
   std::vector<ParityCase> cases;
   for (const AxesCase& s : specs) {
@@ -70,8 +78,8 @@ TESSERA_PARITY_CASES {
   for (ParityCase& c : SumMeanCases("mean", true)) all.push_back(std::move(c));
   // At most 512 elements per case in bf16 (multiples of 1/4 up to 64 are
   // exact); the two large cases run in fp32 only (threaded path).
-  const std::vector<MaxCase> specs = {{{4, 33}, -1, false}, {{4, 33}, 0, true},  {{3, 5, 7}, 1, false},
-                                      {{3, 5, 7}, 2, true},  {{6, 1}, 1, false},  {{1, 9}, 0, false},
+  const std::vector<MaxCase> specs = {{{4, 33}, -1, false},   {{4, 33}, 0, true},   {{3, 5, 7}, 1, false},
+                                      {{3, 5, 7}, 2, true},   {{6, 1}, 1, false},   {{1, 9}, 0, false},
                                       {{40, 1000}, 1, false}, {{1200, 40}, 0, true}};
   for (const MaxCase& s : specs) {
     ParityCase c;

@@ -1,14 +1,14 @@
 // Unit tests of sum / mean / max: known values, ties, accuracy of long
 // sums, thread-count independence and argument errors.
+#include "tessera/ops/reduce/reduce.h"
+
+#include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cstring>
 
-#include <gtest/gtest.h>
-
 #include "tessera/base/error.h"
 #include "tessera/ops/common/impl.h"
-#include "tessera/ops/reduce/reduce.h"
 #include "tessera/tensor/rng.h"
 
 namespace tessera::ops {

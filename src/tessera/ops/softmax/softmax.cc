@@ -9,57 +9,102 @@
 #include "tessera/base/error.h"
 #include "tessera/ops/common/impl.h"
 #include "tessera/ops/elementwise/kernel_util.h"
+#include "tessera/ops/elementwise/simd.h"
+
+// 64-byte vectors only live inside AVX-512 functions (see simd.h).
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace tessera::ops {
 namespace {
 
-using kern::FastExp;
+using kern::HasAvx512;
+using kern::Splat;
+using kern::VF;
 
 enum class Kind { kSoftmax, kLogSoftmax };
 
 const char* KindName(Kind k) { return k == Kind::kSoftmax ? "softmax" : "log_softmax"; }
 
-// ---- optimized row kernels (fp32) ----
+// ---- optimized row kernels (fp32, explicit W-lane vectors) ----
 
-TESSERA_MULTIVERSION void ExpShiftF32(const float* __restrict x, float shift, float* __restrict y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = FastExp(x[i] - shift);
-}
-TESSERA_MULTIVERSION void ScaleF32(float* __restrict y, float s, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] *= s;
-}
-TESSERA_MULTIVERSION void ShiftF32(const float* __restrict x, float shift, float* __restrict y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] - shift;
-}
-TESSERA_MULTIVERSION float SumF32(const float* x, int64_t n) { return kern::SumLanes(x, n); }
-TESSERA_MULTIVERSION float MaxF32(const float* x, int64_t n) { return kern::MaxLanes(x, n); }
-TESSERA_MULTIVERSION float DotF32(const float* x, const float* y, int64_t n) { return kern::DotLanes(x, y, n); }
-// dx = y * (dy - dot)
-TESSERA_MULTIVERSION void SoftmaxGradF32(const float* __restrict dy, const float* __restrict y, float dot,
-                                         float* __restrict dx, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] * (dy[i] - dot);
-}
-// dx = dy - exp(y) * s
-TESSERA_MULTIVERSION void LogSoftmaxGradF32(const float* __restrict dy, const float* __restrict y, float s,
-                                            float* __restrict dx, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] - FastExp(y[i]) * s;
-}
-
-void ForwardRow(Kind kind, const float* x, float* y, int64_t n) {
-  float m = MaxF32(x, n);
-  ExpShiftF32(x, m, y, n);
-  float s = SumF32(y, n);
-  if (kind == Kind::kSoftmax) {
-    ScaleF32(y, 1.0f / s, n);
-  } else {
-    ShiftF32(x, m + std::log(s), y, n);
+// Forward of one row: max, then sum of exp(x - max) (stored into y for
+// softmax), then normalize. Tails load as -inf so exp gives exactly 0.
+template <int W>
+TESSERA_ALWAYS_INLINE void ForwardRowImpl(bool log, const float* __restrict x, float* __restrict y, int64_t n) {
+  constexpr float kNegInf = -__builtin_inff();
+  const int64_t full = n / W * W, rem = n - full;
+  VF<W> m0 = Splat<W>(kNegInf), m1 = m0;
+  int64_t i = 0;
+  for (; i + 2 * W <= full; i += 2 * W) {
+    VF<W> a = kern::Load<W>(x + i), b = kern::Load<W>(x + i + W);
+    m0 = a > m0 ? a : m0;
+    m1 = b > m1 ? b : m1;
   }
+  if (i < full) {
+    VF<W> a = kern::Load<W>(x + i);
+    m0 = a > m0 ? a : m0;
+  }
+  if (rem > 0) {
+    VF<W> a = kern::LoadPartial<W>(x + full, rem, kNegInf);
+    m1 = a > m1 ? a : m1;
+  }
+  m0 = m1 > m0 ? m1 : m0;
+  float m = kNegInf;
+  for (int k = 0; k < W; ++k) m = m0[k] > m ? m0[k] : m;
+  const VF<W> vm = Splat<W>(m);
+  VF<W> s0 = Splat<W>(0.0f), s1 = s0;
+  for (i = 0; i + 2 * W <= full; i += 2 * W) {
+    VF<W> a = kern::Exp<W>(kern::Load<W>(x + i) - vm), b = kern::Exp<W>(kern::Load<W>(x + i + W) - vm);
+    if (!log) {
+      kern::Store<W>(y + i, a);
+      kern::Store<W>(y + i + W, b);
+    }
+    s0 += a;
+    s1 += b;
+  }
+  if (i < full) {
+    VF<W> a = kern::Exp<W>(kern::Load<W>(x + i) - vm);
+    if (!log) kern::Store<W>(y + i, a);
+    s0 += a;
+  }
+  if (rem > 0) {
+    VF<W> a = kern::Exp<W>(kern::LoadPartial<W>(x + full, rem, kNegInf) - vm);
+    if (!log) kern::StorePartial<W>(y + full, a, rem);
+    s1 += a;
+  }
+  const float sum = kern::HorizontalSum<W>(s0 + s1);
+  if (!log) {
+    const float inv = 1.0f / sum;
+    for (int64_t k = 0; k < n; ++k) y[k] *= inv;
+  } else {
+    const float shift = m + std::log(sum);
+    for (int64_t k = 0; k < n; ++k) y[k] = x[k] - shift;
+  }
+}
+TESSERA_SIMD_DISPATCH(ForwardRow, (bool log, const float* x, float* y, int64_t n), (log, x, y, n))
+
+// log_softmax backward: dx = dy - exp(y) * sum(dy).
+template <int W>
+TESSERA_ALWAYS_INLINE void LogSoftmaxGradRowImpl(const float* __restrict dy, const float* __restrict y,
+                                                 float* __restrict dx, int64_t n) {
+  const VF<W> s = Splat<W>(kern::SumLanes(dy, n));
+  kern::Map2<W>(
+      dy, y, dx, n, [s](VF<W> g, VF<W> v) __attribute__((always_inline)) { return g - kern::Exp<W>(v) * s; });
+}
+TESSERA_SIMD_DISPATCH(LogSoftmaxGradRow, (const float* dy, const float* y, float* dx, int64_t n), (dy, y, dx, n))
+
+// softmax backward: dx = y * (dy - sum(dy * y)) (auto-vectorized).
+TESSERA_MULTIVERSION void SoftmaxGradRow(const float* __restrict dy, const float* __restrict y, float* __restrict dx,
+                                         int64_t n) {
+  const float dot = kern::DotLanes(dy, y, n);
+  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] * (dy[i] - dot);
 }
 
 void BackwardRow(Kind kind, const float* dy, const float* y, float* dx, int64_t n) {
   if (kind == Kind::kSoftmax) {
-    SoftmaxGradF32(dy, y, DotF32(dy, y, n), dx, n);
+    SoftmaxGradRow(dy, y, dx, n);
   } else {
-    LogSoftmaxGradF32(dy, y, SumF32(dy, n), dx, n);
+    LogSoftmaxGradRow(dy, y, dx, n);
   }
 }
 
@@ -72,17 +117,16 @@ void ForRows(const Tensor& in0, const Tensor& in1, Tensor& out, int64_t rows, in
   const void* p1 = in1.defined() ? in1.raw_data() : nullptr;
   void* po = out.raw_data();
   const int64_t rows_per_task = std::max<int64_t>(1, kern::kChunk / std::max<int64_t>(n, 1));
-  kern::ParallelFor((rows + rows_per_task - 1) / rows_per_task, rows * n, kern::kParallelComputeBound,
-                    [&](int64_t t) {
-                      for (int64_t r = t * rows_per_task, e = std::min(rows, r + rows_per_task); r < e; ++r) {
-                        const float* a = kern::AsF32(dt, kern::ElemPtr(p0, dt, r * n), n, 0);
-                        const float* b = p1 ? kern::AsF32(dt, kern::ElemPtr(p1, dt, r * n), n, 1) : nullptr;
-                        void* dst = kern::ElemPtr(po, dt, r * n);
-                        float* o = kern::OutF32(dt, dst, n, 2);
-                        fn(a, b, o, n);
-                        kern::FinishF32(dt, o, dst, n);
-                      }
-                    });
+  kern::ParallelFor((rows + rows_per_task - 1) / rows_per_task, rows * n, kern::kParallelComputeBound, [&](int64_t t) {
+    for (int64_t r = t * rows_per_task, e = std::min(rows, r + rows_per_task); r < e; ++r) {
+      const float* a = kern::AsF32(dt, kern::ElemPtr(p0, dt, r * n), n, 0);
+      const float* b = p1 ? kern::AsF32(dt, kern::ElemPtr(p1, dt, r * n), n, 1) : nullptr;
+      void* dst = kern::ElemPtr(po, dt, r * n);
+      float* o = kern::OutF32(dt, dst, n, 2);
+      fn(a, b, o, n);
+      kern::FinishF32(dt, o, dst, n);
+    }
+  });
 }
 
 // ---- reference kernels: x viewed as [A, R, B], reduce over R ----
@@ -112,9 +156,11 @@ std::vector<float> BackwardReference(Kind kind, const std::vector<float>& dy, co
     for (int64_t b = 0; b < B; ++b) {
       auto at = [&](int64_t r) { return (a * R + r) * B + b; };
       double s = 0;
-      for (int64_t r = 0; r < R; ++r) s += kind == Kind::kSoftmax ? static_cast<double>(dy[at(r)]) * y[at(r)] : dy[at(r)];
+      for (int64_t r = 0; r < R; ++r)
+        s += kind == Kind::kSoftmax ? static_cast<double>(dy[at(r)]) * y[at(r)] : dy[at(r)];
       for (int64_t r = 0; r < R; ++r) {
-        double v = kind == Kind::kSoftmax ? y[at(r)] * (dy[at(r)] - s) : dy[at(r)] - std::exp(static_cast<double>(y[at(r)])) * s;
+        double v = kind == Kind::kSoftmax ? y[at(r)] * (dy[at(r)] - s)
+                                          : dy[at(r)] - std::exp(static_cast<double>(y[at(r)])) * s;
         dx[at(r)] = static_cast<float>(v);
       }
     }
@@ -154,8 +200,9 @@ Tensor Forward(Kind kind, const Tensor& x_in, int axis) {
   Tensor x = (a == last || B == 1) ? x_in.Contiguous() : x_in.Transpose(a, last).Contiguous();
   Tensor y = Tensor::Empty(x.shape(), x.dtype());
   if (R > 0) {
-    ForRows(x, Tensor(), y, x.numel() / R, R,
-            [kind](const float* xr, const float*, float* yr, int64_t n) { ForwardRow(kind, xr, yr, n); });
+    ForRows(x, Tensor(), y, x.numel() / R, R, [kind](const float* xr, const float*, float* yr, int64_t n) {
+      ForwardRow(kind == Kind::kLogSoftmax, xr, yr, n);
+    });
   }
   return (a == last || B == 1) ? y : y.Transpose(a, last).Contiguous();
 }
@@ -164,16 +211,16 @@ Tensor Backward(Kind kind, const Tensor& grad_out, const Tensor& y_in, int axis)
   const char* op = kind == Kind::kSoftmax ? "softmax backward" : "log_softmax backward";
   TESSERA_OP_CHECK(y_in.defined() && IsFloating(y_in.dtype()), "{}: y must be a floating tensor", op);
   TESSERA_OP_CHECK(grad_out.defined() && grad_out.shape() == y_in.shape() && grad_out.dtype() == y_in.dtype(),
-                   "{}: grad_out must match y ({} {}), got {} {}", op, DTypeName(y_in.dtype()), ShapeString(y_in.shape()),
-                   grad_out.defined() ? DTypeName(grad_out.dtype()) : "undefined",
+                   "{}: grad_out must match y ({} {}), got {} {}", op, DTypeName(y_in.dtype()),
+                   ShapeString(y_in.shape()), grad_out.defined() ? DTypeName(grad_out.dtype()) : "undefined",
                    grad_out.defined() ? ShapeString(grad_out.shape()) : "");
   const int a = CheckAxis(op, y_in, axis);
   int64_t A, R, B;
   SplitAround(y_in.shape(), a, A, R, B);
   if (UseReference()) {
     Tensor out = Tensor::Empty(y_in.shape(), y_in.dtype());
-    out.CopyFrom(Tensor::FromVector(
-        BackwardReference(kind, grad_out.ToFloatVector(), y_in.ToFloatVector(), A, R, B), y_in.shape()));
+    out.CopyFrom(Tensor::FromVector(BackwardReference(kind, grad_out.ToFloatVector(), y_in.ToFloatVector(), A, R, B),
+                                    y_in.shape()));
     return out;
   }
   const int last = y_in.dim() - 1;

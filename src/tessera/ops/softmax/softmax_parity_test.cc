@@ -1,8 +1,8 @@
 // Parity cases for softmax / log_softmax along the last and inner axes,
 // rows of length 1, odd sizes and a multi-threaded size; fp32 / bf16 / fp16.
-#include <string>
-
 #include <fmt/format.h>
+
+#include <string>
 
 #include "tessera/ops/softmax/softmax.h"
 #include "tessera/ops/testing/parity.h"
@@ -16,7 +16,7 @@ struct Spec {
 };
 
 TESSERA_PARITY_CASES {
-  const std::vector<Spec> specs = {{{4, 33}, -1}, {{1, 1}, -1},  {{3, 1}, -1},   {{7, 5, 3}, 1},
+  const std::vector<Spec> specs = {{{4, 33}, -1},  {{1, 1}, -1},    {{3, 1}, -1},   {{7, 5, 3}, 1},
                                    {{7, 5, 3}, 0}, {{64, 129}, -1}, {{2, 1000}, 1}, {{96, 512}, -1}};
   std::vector<ParityCase> all;
   for (bool log : {false, true}) {

@@ -1,13 +1,14 @@
 // Unit tests of softmax / log_softmax: known values, normalization, shift
 // invariance (stability), -inf entries, inner axes and argument errors.
-#include <cmath>
-#include <limits>
+#include "tessera/ops/softmax/softmax.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "tessera/base/error.h"
 #include "tessera/ops/common/impl.h"
-#include "tessera/ops/softmax/softmax.h"
 #include "tessera/tensor/rng.h"
 
 namespace tessera::ops {
