@@ -92,6 +92,14 @@ Bytes ServerProof(std::string_view token, const Bytes& server_nonce, const Bytes
   return HmacSha256(token, msg);
 }
 
+std::string DeriveJobToken(std::string_view secret, std::string_view context) {
+  Bytes msg;
+  Append(msg, std::string_view("tessera-derived-token-v1"));
+  Append(msg, context);
+  Bytes mac = HmacSha256(secret, msg);
+  return Hex(mac.data(), mac.size());
+}
+
 std::string TokenFingerprint(std::string_view token) {
   uint8_t digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const uint8_t*>(token.data()), token.size(), digest);

@@ -50,6 +50,10 @@ Bytes ClientProof(std::string_view token, const Bytes& server_nonce, const Bytes
                   std::string_view client_info);
 Bytes ServerProof(std::string_view token, const Bytes& server_nonce, const Bytes& client_nonce);
 
+// A token derived from a per-job secret some launcher already hands every
+// rank: hex(HMAC-SHA256(secret, "tessera-derived-token-v1" || context)).
+std::string DeriveJobToken(std::string_view secret, std::string_view context);
+
 // First 8 hex characters of SHA-256(token): safe to log, enough to tell
 // two jobs' tokens apart.
 std::string TokenFingerprint(std::string_view token);

@@ -1,0 +1,89 @@
+// The job description a rank reads from its environment, and the connection
+// to the job's rendezvous store.
+//
+// Conventions, first match wins (so `tessera launch` inside an mpirun or
+// Slurm allocation, or mpirun inside Slurm, sees the innermost launcher):
+//   1. torchrun / `tessera launch`: RANK, WORLD_SIZE (both or neither),
+//      LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; node from
+//      TESSERA_NODE_RANK/TESSERA_NUM_NODES or torchrun's GROUP_RANK.
+//   2. Open MPI: OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE,
+//      OMPI_MCA_orte_num_nodes.
+//   3. Slurm, inside an srun step (SLURM_STEP_NUM_TASKS or SLURM_STEP_ID
+//      set; a batch script's own SLURM_* variables describe the allocation,
+//      not a rank, and are ignored): SLURM_PROCID, SLURM_STEP_NUM_TASKS /
+//      SLURM_NTASKS, SLURM_LOCALID, SLURM_STEP_TASKS_PER_NODE /
+//      SLURM_TASKS_PER_NODE ("2(x3),1" indexed by SLURM_NODEID) /
+//      SLURM_NTASKS_PER_NODE, SLURM_NODEID, SLURM_STEP_NUM_NODES.
+//   4. none of these: a single process (rank 0 of 1).
+// Store address: MASTER_ADDR/MASTER_PORT always win. Otherwise: 127.0.0.1
+// when every rank is on this host; under Slurm the first host of
+// SLURM_STEP_NODELIST (where task 0 runs), else SLURM_LAUNCH_NODE_IPADDR;
+// otherwise an error asking for MASTER_ADDR. Port default 29500, offset by
+// a hash of the Slurm/Open MPI job id (29500..39499) when there is one.
+// Job token: TESSERA_JOB_TOKEN. Without it: a single process generates one;
+// under Open MPI it is derived from OMPI_MCA_orte_precondition_transports
+// (a 128-bit random per-job key mpirun hands every rank, as private as the
+// environment); otherwise (torchrun-style or Slurm, several ranks) it is an
+// error that says how to set one. TESSERA_STORE_HOSTED=1 (set by `tessera
+// launch`) means a launcher hosts the store: every rank only connects.
+// Thread-safe (pure functions over an environment snapshot).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "tessera/base/status.h"
+#include "tessera/comm/store.h"
+
+namespace tessera::comm {
+
+inline constexpr int kDefaultMasterPort = 29500;
+
+enum class JobEnvSource { kSingleProcess, kTorchrun, kOpenMpi, kSlurm };
+std::string_view JobEnvSourceName(JobEnvSource source);
+
+struct JobEnv {
+  JobEnvSource source = JobEnvSource::kSingleProcess;
+  int rank = 0;
+  int world_size = 1;
+  // -1 when the launcher did not say (torchrun-style without LOCAL_*):
+  // comm then finds same-host peers from host names exchanged in the store.
+  int local_rank = 0;
+  int local_world_size = 1;
+  int node_rank = -1;  // -1: unknown
+  int num_nodes = -1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = kDefaultMasterPort;
+  std::string token;
+  std::string token_source;  // "TESSERA_JOB_TOKEN", "generated", ...
+  bool store_hosted = false;
+
+  // One line for logs: "rank 3/8 (local 1/4, node 1/2) via tessera launch/torchrun, store 10.0.0.1:29500
+  // (hosted by the launcher), token from TESSERA_JOB_TOKEN (fingerprint 1a2b3c4d)".
+  std::string Describe() const;
+};
+
+using EnvMap = std::map<std::string, std::string>;
+
+// A snapshot of this process's environment.
+EnvMap ProcessEnv();
+// Reads the job from `env`; errors name the variables involved.
+StatusOr<JobEnv> ParseJobEnv(const EnvMap& env);
+StatusOr<JobEnv> ReadJobEnv();
+
+// Connects to the job's store. Unless store_hosted, rank 0 first starts a
+// TcpStoreServer on every interface at master_port (the returned Store then
+// owns it: keep rank 0's Store alive until the other ranks are done with
+// theirs, e.g. past a final barrier). Every rank connects as an
+// authenticated client, retrying until `timeout` (also the per-call
+// timeout of Set/Add/Delete).
+StatusOr<std::shared_ptr<Store>> ConnectJobStore(const JobEnv& job, Timeout timeout);
+
+// The first host name of a Slurm hostlist ("node[03-05,9],gpu1" -> "node03").
+StatusOr<std::string> FirstHostOfHostlist(std::string_view hostlist);
+// The entry of a Slurm tasks-per-node list ("2(x3),1") for node `node_id`.
+StatusOr<int> TasksOnNode(std::string_view tasks_per_node, int node_id);
+
+}  // namespace tessera::comm
