@@ -92,6 +92,23 @@ TEST(CausalAttention, EqualKeysAverageTheVisibleValues) {
   }
 }
 
+TEST(CausalAttention, AcceptsStridedViews) {
+  // Heads split from a [B, T, H, Dh] tensor by a transposed view, as models do.
+  Tensor q = RandomTensor({2, 37, 3, 16}, DType::kF32, 6).Transpose(1, 2);
+  Tensor k = RandomTensor({2, 37, 3, 16}, DType::kF32, 7).Transpose(1, 2);
+  Tensor v = RandomTensor({2, 37, 3, 16}, DType::kF32, 8).Transpose(1, 2);
+  Tensor g = RandomTensor({2, 37, 3, 16}, DType::kF32, 9).Transpose(1, 2);
+  ASSERT_FALSE(q.is_contiguous());
+  AttentionResult a = CausalAttention(q, k, v, 0.25f);
+  AttentionResult b = CausalAttention(q.Contiguous(), k.Contiguous(), v.Contiguous(), 0.25f);
+  EXPECT_TRUE(AllClose(a.out, b.out, {0, 0}, "out").ok());
+  AttentionGrads ga = CausalAttentionBackward(g, q, k, v, a, 0.25f);
+  AttentionGrads gb = CausalAttentionBackward(g.Contiguous(), q.Contiguous(), k.Contiguous(), v.Contiguous(), b, 0.25f);
+  EXPECT_TRUE(AllClose(ga.grad_q, gb.grad_q, {0, 0}, "dq").ok());
+  EXPECT_TRUE(AllClose(ga.grad_k, gb.grad_k, {0, 0}, "dk").ok());
+  EXPECT_TRUE(AllClose(ga.grad_v, gb.grad_v, {0, 0}, "dv").ok());
+}
+
 TEST(CausalAttention, RejectsBadArguments) {
   Tensor q = Tensor::Zeros({1, 2, 4, 8});
   EXPECT_THROW(CausalAttention(q, Tensor::Zeros({1, 2, 5, 8}), q, 1.0f), OpError);

@@ -121,6 +121,20 @@ TEST(CrossEntropy, StreamedGradientOfLargeLogitsMatchesReference) {
   EXPECT_TRUE(st.ok()) << st.ToString();
 }
 
+TEST(CrossEntropy, AcceptsStridedViews) {
+  // Logits as a column slice of a wider tensor; targets as a strided slice.
+  Tensor wide = RandomTensor({6, 40}, DType::kF32, 3, -3.0f, 3.0f);
+  Tensor logits = wide.Slice(1, 5, 35);
+  Tensor targets = Tensor::FromInts({1, 9, 2, 9, 29, 9, 0, 9, 7, 9, 3, 9}, {12}).Slice(0, 0, 12, 2);
+  ASSERT_FALSE(logits.is_contiguous());
+  CrossEntropyResult a = CrossEntropy(logits, targets);
+  CrossEntropyResult b = CrossEntropy(logits.Contiguous(), targets.Contiguous());
+  EXPECT_EQ(a.loss.Item(), b.loss.Item());
+  Tensor ga = CrossEntropyBackward(Tensor::Scalar(1.0), logits, targets, a);
+  Tensor gb = CrossEntropyBackward(Tensor::Scalar(1.0), logits.Contiguous(), targets.Contiguous(), b);
+  EXPECT_TRUE(AllClose(ga, gb, {0, 0}, "grad").ok());
+}
+
 TEST(CrossEntropy, RejectsBadArguments) {
   Tensor logits = Tensor::Zeros({3, 5});
   for (Impl impl : {Impl::kReference, Impl::kOptimized}) {
