@@ -28,6 +28,7 @@ function(tessera_module name)
     add_executable(${name}_test ${tests})
     target_link_libraries(${name}_test PRIVATE tessera_${name} ${ARG_TEST_DEPS} GTest::gtest GTest::gtest_main)
     add_test(NAME ${name}_test COMMAND ${name}_test)
-    set_tests_properties(${name}_test PROPERTIES LABELS unit TIMEOUT 900)
+    # Passive OpenMP waits: tests run in parallel on few cores (see tools/tessera/main.cc).
+    set_tests_properties(${name}_test PROPERTIES LABELS unit TIMEOUT 900 ENVIRONMENT "OMP_WAIT_POLICY=passive")
   endif()
 endfunction()

@@ -1,7 +1,10 @@
 // tessera: the command-line entry point. Subcommands live in cmd_<name>.cc
 // and register themselves through commands.h; main parses, runs the chosen
 // subcommand and maps failures to "error: ..." and exit code 1.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
@@ -33,8 +36,27 @@ void ExitWith(const Status& status) {
 
 }  // namespace tessera::cli
 
+namespace {
+
+// OpenMP threads that spin between parallel regions (libgomp's default)
+// steal the cores from everything else when the machine is shared — other
+// ranks, other jobs, a parallel test run — and training slows by 10x or
+// more. Unless the user chose a policy, Tessera runs with
+// OMP_WAIT_POLICY=passive. libgomp reads it once when it loads, so the
+// process re-executes itself with the variable set (once: the variable is
+// then present). Set OMP_WAIT_POLICY=active on a dedicated machine.
+void EnsurePassiveOmpWait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+  ::setenv("OMP_WAIT_POLICY", "passive", 0);
+  ::execv("/proc/self/exe", argv);
+  // exec failed (no /proc?): continue with the default policy.
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace tessera;
+  EnsurePassiveOmpWait(argv);
   CLI::App app{"Tessera: plan, simulate and run the training of large models", "tessera"};
   app.set_version_flag("--version", "tessera " TESSERA_VERSION);
   app.require_subcommand(1);
