@@ -1,5 +1,8 @@
 // Concatenate tensors along an axis / split one into pieces. All inputs
-// share dtype and every other axis. Each is the other's backward.
+// share dtype and every other axis. Each is the other's backward. Any dtype
+// (integers too); outputs are fresh contiguous tensors (Split copies, it
+// does not return views). Mismatched shapes/dtypes, a bad axis or sizes
+// that do not sum to the axis length throw OpError. Thread-safe.
 #pragma once
 
 #include <vector>

@@ -4,8 +4,13 @@
 //   ScatterAdd(base, axis, index, src): out = base; out[i][index[i][j][k]][k] += src[i][j][k]
 //   GatherRows(x [N, D], rows [M]) -> [M, D]
 //   ScatterAddRows(src [M, D], rows [M], n) -> [n, D]  (sum of src rows per target)
-// index/rows are int64; out-of-range indices throw OpError. Scatter-add is
-// deterministic (fixed accumulation order, fp32 accumulation).
+// index/rows are int64 (or int32); out-of-range indices throw OpError naming
+// the value and its position. As in PyTorch, index may be smaller than the
+// data on axes other than `axis`. Scatter-add is deterministic (each
+// destination sums in index-element order, fp32 accumulation, rounded once),
+// so results are bitwise independent of the thread count. Gather works on
+// any dtype; scatter-add on floating ones. ScatterAddBackwardSrc assumes src
+// had the index's shape. Thread-safe.
 #pragma once
 
 #include "tessera/tensor/tensor.h"

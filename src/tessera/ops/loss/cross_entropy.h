@@ -4,6 +4,9 @@
 // mean over counted rows (0 if none). Computed in fp32 from any floating
 // logits; the forward keeps the per-row log-sum-exp for the backward.
 // Targets outside [0, V) other than the ignore index throw OpError.
+// Optimized path: one streaming pass per row with a running (max, sum),
+// AVX-512/AVX2 exp, rows over threads; row losses are summed in row order,
+// so the loss does not depend on the thread count. Thread-safe.
 #pragma once
 
 #include <cstdint>

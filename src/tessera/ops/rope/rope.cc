@@ -16,40 +16,54 @@
 namespace tessera::ops {
 namespace {
 
-// cos/sin of p·base^(-2i/dh) for positions [0, positions) and i < dh/2,
-// computed in double and stored as fp32, row-major [position][i].
+// cos/sin of p·base^(-2i/dh) for positions [start, start + positions) and
+// i < dh/2, computed in double and stored as fp32, row-major [position][i].
 struct RopeTable {
+  int64_t start = 0;
   int64_t positions = 0;
   std::vector<float> cos, sin;
 };
+
+// Tables cover positions from 0 up to this bound; farther positions (long
+// decoding offsets) get a table of their own range, not cached.
+constexpr int64_t kMaxCachedPositions = 1 << 16;
 
 double InvFreq(double base, int64_t i, int64_t dh) {
   return std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(dh));
 }
 
-// Process-wide cache keyed by (base, dh); grows (doubling) when a longer
-// sequence needs more positions. Callers keep the shared_ptr they got, so a
-// concurrent regrow never frees a table in use.
-std::shared_ptr<const RopeTable> GetTable(float base, int64_t dh, int64_t positions) {
-  static std::mutex mu;
-  static std::map<std::pair<float, int64_t>, std::shared_ptr<const RopeTable>> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& slot = cache[{base, dh}];
-  if (slot && slot->positions >= positions) return slot;
+std::shared_ptr<const RopeTable> BuildTable(float base, int64_t dh, int64_t start, int64_t positions) {
   auto table = std::make_shared<RopeTable>();
-  table->positions = std::max<int64_t>(positions, slot ? 2 * slot->positions : 256);
+  table->start = start;
+  table->positions = positions;
   const int64_t half = dh / 2;
-  table->cos.resize(table->positions * half);
-  table->sin.resize(table->positions * half);
+  table->cos.resize(positions * half);
+  table->sin.resize(positions * half);
   for (int64_t i = 0; i < half; ++i) {
     double f = InvFreq(base, i, dh);
-    for (int64_t p = 0; p < table->positions; ++p) {
-      double a = static_cast<double>(p) * f;
+    for (int64_t p = 0; p < positions; ++p) {
+      double a = static_cast<double>(start + p) * f;
       table->cos[p * half + i] = static_cast<float>(std::cos(a));
       table->sin[p * half + i] = static_cast<float>(std::sin(a));
     }
   }
-  slot = table;
+  return table;
+}
+
+// A table covering [offset, offset + count). Process-wide cache keyed by
+// (base, dh) for positions below kMaxCachedPositions; grows (doubling) when
+// a longer sequence needs more. Callers keep the shared_ptr they got, so a
+// concurrent regrow never frees a table in use.
+std::shared_ptr<const RopeTable> GetTable(float base, int64_t dh, int64_t offset, int64_t count) {
+  if (offset + count > kMaxCachedPositions) return BuildTable(base, dh, offset, count);
+  static std::mutex mu;
+  static std::map<std::pair<float, int64_t>, std::shared_ptr<const RopeTable>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = cache[{base, dh}];
+  const int64_t need = offset + count;
+  if (slot && slot->positions >= need) return slot;
+  const int64_t grown = std::min(kMaxCachedPositions, std::max<int64_t>(need, slot ? 2 * slot->positions : 256));
+  slot = BuildTable(base, dh, 0, grown);
   return slot;
 }
 
@@ -85,14 +99,14 @@ Tensor Rotate(const Tensor& x_in, float base, int64_t offset, double sign, const
       }
       return;
     }
-    std::shared_ptr<const RopeTable> table = GetTable(base, dh, offset + t_len);
+    std::shared_ptr<const RopeTable> table = GetTable(base, dh, offset, t_len);
     const float fsign = static_cast<float>(sign);
 #pragma omp parallel if (rows * dh > 4 * detail::kParallelGrain)
     {
       std::vector<float> in(dh), res(dh);
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows; ++r) {
-        const int64_t pos = offset + r % t_len;
+        const int64_t pos = offset + r % t_len - table->start;
         const float* c = table->cos.data() + pos * half;
         const float* s = table->sin.data() + pos * half;
         const float* a;

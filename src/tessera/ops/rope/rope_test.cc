@@ -55,12 +55,14 @@ TEST(Rope, KnownRotationAndInverse) {
 TEST(Rope, CacheServesGrowingSequences) {
   // Longer sequences after shorter ones (the table cache grows) still match
   // the reference.
-  for (int64_t t : {4, 300, 2000}) {
-    Tensor x = RandomTensor({1, 1, t, 16}, DType::kF32, t);
-    Tensor opt = Rope(x, 10000.0f, 5);
+  // Offsets past the cached range use a table of their own.
+  const std::pair<int64_t, int64_t> cases[] = {{4, 5}, {300, 5}, {2000, 5}, {7, 100000}, {70, 65500}};
+  for (auto [t, offset] : cases) {
+    Tensor x = RandomTensor({1, 2, t, 16}, DType::kF32, t);
+    Tensor opt = Rope(x, 10000.0f, offset);
     ScopedImpl scope(Impl::kReference);
-    Tensor ref = Rope(x, 10000.0f, 5);
-    EXPECT_TRUE(AllClose(opt, ref, {1e-5, 1e-5}, "rope").ok()) << t;
+    Tensor ref = Rope(x, 10000.0f, offset);
+    EXPECT_TRUE(AllClose(opt, ref, {1e-5, 1e-5}, "rope").ok()) << t << " " << offset;
   }
 }
 

@@ -1,6 +1,8 @@
 // Top-k along the last axis: the k largest values in descending order and
 // their int64 indices (ties: lower index first). Backward scatters the
-// values' gradient back to the chosen positions (zeros elsewhere).
+// values' gradient back to the chosen positions (zeros elsewhere). NaN ranks
+// above every number. Values keep x's dtype. k outside [0, n] or indices
+// out of range throw OpError. Thread-safe.
 #pragma once
 
 #include "tessera/tensor/tensor.h"
