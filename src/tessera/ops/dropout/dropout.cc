@@ -12,6 +12,7 @@
 
 #include "tessera/base/error.h"
 #include "tessera/ops/common/impl.h"
+#include "tessera/ops/elementwise/binary_kernels.h"
 #include "tessera/ops/elementwise/kernel_util.h"
 #include "tessera/ops/elementwise/simd.h"
 #include "tessera/tensor/rng.h"
@@ -180,7 +181,7 @@ Tensor Apply(const char* op, const Tensor& x_in, float p, uint64_t seed, uint64_
     return y;
   }
   if (p == 0.0f) {
-    y.CopyFrom(x);
+    kern::CopyConvert(x, y);
     return y;
   }
   const DType dt = x.dtype();

@@ -1,6 +1,7 @@
 #include "tessera/ops/elementwise/binary_kernels.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "tessera/ops/elementwise/broadcast.h"
 #include "tessera/ops/elementwise/kernel_util.h"
@@ -180,6 +181,21 @@ void AffineForward(const Tensor& x, float scale, float shift, Tensor& out) {
     float* of = OutF32(odt, dst, len, 1);
     AffineF32(xf, scale, shift, of, len);
     FinishF32(odt, of, dst, len);
+  });
+}
+
+void CopyConvert(const Tensor& src, Tensor& dst) {
+  const int64_t n = src.numel();
+  const DType sdt = src.dtype(), ddt = dst.dtype();
+  const void* sp = src.raw_data();
+  void* dp = dst.raw_data();
+  ParallelFor((n + kChunk - 1) / kChunk, n, kParallelMemoryBound, [&](int64_t t) {
+    int64_t start = t * kChunk, len = std::min(kChunk, n - start);
+    if (sdt == ddt) {
+      std::memcpy(ElemPtr(dp, ddt, start), ElemPtr(sp, sdt, start), static_cast<size_t>(len) * DTypeSize(sdt));
+    } else {
+      StoreF32(ddt, AsF32(sdt, ElemPtr(sp, sdt, start), len, 0), ElemPtr(dp, ddt, start), len);
+    }
   });
 }
 

@@ -17,6 +17,9 @@ BinaryGrads BinaryBackwardOptimized(BinaryOp op, const Tensor& g, const Tensor& 
 void AffineForward(const Tensor& x, float scale, float shift, Tensor& out);
 // dst += src (same shape, both contiguous; dst fp32 or src's dtype).
 void AccumulateInto(Tensor& dst, const Tensor& src);
+// dst = src converted to dst's dtype (same element count, both contiguous);
+// chunked over threads.
+void CopyConvert(const Tensor& src, Tensor& dst);
 // Sums grad (broadcast shape) down to `shape`, result in `out_dtype`.
 // Always returns a fresh tensor (never aliases grad).
 Tensor SumToShapeAs(const Tensor& grad, const Shape& shape, DType out_dtype);

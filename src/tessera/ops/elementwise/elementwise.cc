@@ -118,7 +118,11 @@ Tensor SumToShapeAs(const Tensor& grad, const Shape& shape, DType out_dtype) {
   }
   if (!any) {
     Tensor out = Tensor::Empty(shape, out_dtype);
-    out.CopyFrom(grad.Reshape(shape));
+    if (UseReference()) {
+      out.CopyFrom(grad.Reshape(shape));
+    } else {
+      CopyConvert(grad.Contiguous(), out);
+    }
     return out;
   }
   return ReduceSum(grad, reduce, out_dtype).View(shape);

@@ -29,10 +29,11 @@
 namespace tessera::ops::kern {
 
 // Element counts above which a kernel opens an OpenMP parallel region. A
-// fork/join costs a few microseconds; memory-bound kernels move ~10 GB/s per
-// core, transcendental ones far less per element.
-inline constexpr int64_t kParallelMemoryBound = 1 << 15;
-inline constexpr int64_t kParallelComputeBound = 1 << 12;
+// fork/join costs ~1-2 us when the worker is spinning (more when it has to
+// be woken); memory-bound kernels take ~0.05-0.1 ns per element per core and
+// exp-based ones ~0.3-0.5 ns, so both thresholds are ~5-10 us of serial work.
+inline constexpr int64_t kParallelMemoryBound = 1 << 16;
+inline constexpr int64_t kParallelComputeBound = 1 << 14;
 
 // Elements per task of flat element-wise loops (fits the scratch in L1/L2).
 inline constexpr int64_t kChunk = 2048;
