@@ -6,6 +6,7 @@
 // one run prints Tessera's ratio to it. Inputs are allocated once per
 // benchmark; C is overwritten (beta = 0). Rates of 1-thread rows use the
 // thread's CPU time (robust on a shared machine), multi-thread rows wall time.
+// MatMul rows time the tensor-level operator (forward, or forward+backward).
 //   ./gemm_bench --benchmark_filter='f32/sq'  --benchmark_min_time=0.2
 #include <dlfcn.h>
 #include <omp.h>
@@ -19,6 +20,8 @@
 
 #include "tessera/base/float16.h"
 #include "tessera/ops/matmul/gemm.h"
+#include "tessera/ops/matmul/matmul.h"
+#include "tessera/tensor/rng.h"
 
 namespace {
 
@@ -99,8 +102,44 @@ void BM_Gemm(benchmark::State& state, Shape s, int threads, Impl impl) {
     benchmark::ClobberMemory();
   }
   omp_set_num_threads(saved);
-  state.counters["GFLOPs"] = benchmark::Counter(2.0 * s.m * s.n * s.k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPs"] =
+      benchmark::Counter(2.0 * s.m * s.n * s.k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(tessera::ops::GemmKernelName());
+}
+
+// MatMul on tensors, forward or forward+backward (3 GEMMs), including the
+// bf16 rounding pass and batch handling: what a training step pays.
+struct MatMulShape {
+  const char* name;
+  tessera::Shape a, b;
+  bool trans_b;
+};
+const MatMulShape kMatMulShapes[] = {
+    {"linear_4096x256_to_1024", {8, 512, 256}, {256, 1024}, false},
+    {"linear_4096x1024_to_256", {8, 512, 1024}, {1024, 256}, false},
+    {"attn_scores_b32_t256_d64", {32, 256, 64}, {32, 256, 64}, true},
+};
+
+void BM_MatMul(benchmark::State& state, MatMulShape s, tessera::DType dtype, bool backward, int threads) {
+  tessera::Tensor a = tessera::Tensor::Empty(s.a, dtype), b = tessera::Tensor::Empty(s.b, dtype);
+  tessera::FillUniform(a, 1, -1.0f, 1.0f);
+  tessera::FillUniform(b, 2, -1.0f, 1.0f);
+  int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  tessera::Tensor out = tessera::ops::MatMul(a, b, false, s.trans_b);
+  tessera::Tensor g = out.Clone();
+  for (auto _ : state) {
+    tessera::Tensor y = tessera::ops::MatMul(a, b, false, s.trans_b);
+    benchmark::DoNotOptimize(y.raw_data());
+    if (backward) {
+      tessera::ops::MatMulGrads grads = tessera::ops::MatMulBackward(g, a, b, false, s.trans_b);
+      benchmark::DoNotOptimize(grads.grad_a.raw_data());
+    }
+  }
+  omp_set_num_threads(saved);
+  double flops = 2.0 * static_cast<double>(out.numel()) * (s.trans_b ? s.b.back() : s.b[s.b.size() - 2]);
+  state.counters["GFLOPs"] =
+      benchmark::Counter(flops * (backward ? 3 : 1) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 int RegisterAll() {
@@ -117,6 +156,19 @@ int RegisterAll() {
         if (threads > 1) {
           f32->UseRealTime();
           h16->UseRealTime();
+        }
+      }
+    }
+  }
+  for (const MatMulShape& s : kMatMulShapes) {
+    for (tessera::DType dtype : {tessera::DType::kF32, tessera::DType::kBF16}) {
+      for (bool backward : {false, true}) {
+        for (int threads : {1, 2}) {
+          auto* b = benchmark::RegisterBenchmark(fmt::format("matmul_{}/{}/{}/t{}", backward ? "fwd_bwd" : "fwd",
+                                                             tessera::DTypeName(dtype), s.name, threads)
+                                                     .c_str(),
+                                                 BM_MatMul, s, dtype, backward, threads);
+          if (threads > 1) b->UseRealTime();
         }
       }
     }

@@ -23,9 +23,25 @@ namespace tessera::ops::gemm {
 // Multiply-adds a thread must have before a GEMM is split across threads.
 inline constexpr int64_t kMinMacsPerThread = int64_t{1} << 19;
 
+// Called once for every finished block of C (rows [row, row+rows), columns
+// [col, col+cols)), right after its last K block, while it is still in
+// cache, with the block's values at block[r*ld + c] (r, c relative to the
+// block; ld may be 0 for a block of identical rows). MatMul rounds fp32
+// results to bf16/fp16 here instead of in a separate pass over C. Blocks are
+// disjoint and together cover C; calls may come concurrently from threads.
+struct RowEpilogue {
+  void (*fn)(void* ctx, const float* block, int64_t ld, int64_t row, int64_t rows, int64_t col, int64_t cols);
+  void* ctx;
+};
+
+// Whether K fits in one K block of the active kernels. Then c may be null
+// (with beta == 0 and an epilogue): results only go through the epilogue, C
+// is never materialized and strips of it stay in L1.
+bool FitsOneKBlock(int64_t k, bool bf16_inputs);
+
 void RunF32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-            const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+            const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const RowEpilogue* epilogue = nullptr);
 void RunBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bf16* a, int64_t lda,
-             const bf16* b, int64_t ldb, float beta, float* c, int64_t ldc);
+             const bf16* b, int64_t ldb, float beta, float* c, int64_t ldc, const RowEpilogue* epilogue = nullptr);
 
 }  // namespace tessera::ops::gemm

@@ -4,9 +4,11 @@
 //   C[i, j] = alpha * sum_{p < kc} A(i, p) * Bp(p, j) + beta * C[i, j]
 // for i < mv <= mr, j < nv <= nr (beta == 0: C is not read). Rows i >= mv are
 // still computed from A (so A must hold mr readable rows) but not stored.
-// Bp is a packed B micro-panel: fp32 kernels read kc rows of nr contiguous
-// floats; bf16 kernels read ceil(kc/2) k-pairs of nr interleaved (even, odd)
-// bf16 pairs, i.e. Bp[q*2*nr + 2*j + s] = B(2q + s, j), zero-padded.
+// Bp is a B micro-panel: fp32 kernels read kc rows of nr contiguous floats,
+// row p at b + p*ldb (ldb = nr when packed; B's own row pitch when a full
+// panel of a row-major B is read in place); bf16 kernels read a packed panel
+// of ceil(kc/2) k-pairs of nr interleaved (even, odd) bf16 pairs, i.e.
+// Bp[q*2*nr + 2*j + s] = B(2q + s, j), zero-padded.
 // A is read in place or from a packed panel, by addressing mode:
 //   *_rows:  A(i, p) = a[i * lda + p]   (row-major A, no packing)
 //   *_cols:  A(i, p) = a[p * lda + i]   (packed panel: lda = mr)
@@ -23,8 +25,8 @@
 
 namespace tessera::ops::gemm {
 
-using F32Kernel = void (*)(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, int mv,
-                           int nv, float alpha, float beta);
+using F32Kernel = void (*)(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                           int64_t ldc, int mv, int nv, float alpha, float beta);
 using Bf16Kernel = void (*)(int64_t kc, const bf16* a, int64_t lda, const bf16* b, float* c, int64_t ldc, int mv,
                             int nv, float alpha, float beta);
 

@@ -21,8 +21,8 @@ base::Knob<std::string> kGemmIsaKnob("TESSERA_GEMM_ISA", "auto",
                                      "GEMM micro-kernel ISA: auto (best the CPU supports), avx512 or avx2");
 
 template <bool kRowsA>
-TESSERA_AVX2 void F32Kernel6x16(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
-                                int mv, int nv, float alpha, float beta) {
+TESSERA_AVX2 void F32Kernel6x16(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                                int64_t ldc, int mv, int nv, float alpha, float beta) {
   __m256 acc[kMr][2];
 #pragma GCC unroll 6
   for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
@@ -33,7 +33,7 @@ TESSERA_AVX2 void F32Kernel6x16(int64_t kc, const float* a, int64_t lda, const f
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-    b += kNr;
+    b += ldb;
     const float* bases[2] = {a0, a3};
 #pragma GCC unroll 6
     for (int i = 0; i < kMr; ++i) {

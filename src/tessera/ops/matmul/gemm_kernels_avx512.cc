@@ -61,8 +61,8 @@ inline void PrefetchTile(const float* c, int64_t ldc) {
 }
 
 template <bool kRowsA>
-TESSERA_AVX512 void F32Kernel12x32(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
-                                   int mv, int nv, float alpha, float beta) {
+TESSERA_AVX512 void F32Kernel12x32(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                                   int64_t ldc, int mv, int nv, float alpha, float beta) {
   PrefetchTile(c, ldc);
   __m512 acc[kMr][2];
 #pragma GCC unroll 12
@@ -78,7 +78,7 @@ TESSERA_AVX512 void F32Kernel12x32(int64_t kc, const float* a, int64_t lda, cons
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
     const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-    b += kNr;
+    b += ldb;
     const float* bases[4] = {a0, a3, a6, a9};
 #pragma GCC unroll 12
     for (int i = 0; i < kMr; ++i) {

@@ -2,10 +2,11 @@
 // row-major GEMM operand (a transposed view becomes a flipped trans flag, any
 // other layout is copied), folds batch axes into M (or into K for the
 // batch-summed weight gradient) when the memory layout allows, and runs
-// GemmF32 / GemmBF16F32. bf16 and fp16 results are accumulated in fp32 and
-// rounded once.
+// the GEMM driver. bf16 and fp16 results are accumulated in fp32 and rounded
+// once, block by block as the driver finishes them.
 #include "tessera/ops/matmul/matmul.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -13,7 +14,7 @@
 
 #include "tessera/base/error.h"
 #include "tessera/ops/common/impl.h"
-#include "tessera/ops/matmul/gemm.h"
+#include "tessera/ops/matmul/gemm_driver.h"
 #include "tessera/ops/matmul/matmul_internal.h"
 
 namespace tessera::ops {
@@ -89,76 +90,157 @@ Operand MakeOperand(const Tensor& t, bool op_trans) {
   return o;
 }
 
-void Gemm(const Operand& x, int64_t xi, const Operand& y, int64_t yi, int64_t m, int64_t n, int64_t k, float beta,
-          float* c, int64_t ldc) {
-  if (x.dtype == DType::kF32) {
-    GemmF32(x.trans, y.trans, m, n, k, 1.0f, static_cast<const float*>(x.hold.raw_data()) + x.Offset(xi), x.ld,
-            static_cast<const float*>(y.hold.raw_data()) + y.Offset(yi), y.ld, beta, c, ldc);
-  } else {
-    GemmBF16F32(x.trans, y.trans, m, n, k, 1.0f, static_cast<const bf16*>(x.hold.raw_data()) + x.Offset(xi), x.ld,
-                static_cast<const bf16*>(y.hold.raw_data()) + y.Offset(yi), y.ld, beta, c, ldc);
+// fp32 -> bf16, round to nearest even, NaN kept quiet: bit-identical to
+// bf16::FromFloat, 8 lanes at a time.
+void RoundToBF16(const float* src, bf16* dst, int64_t n) {
+  int64_t i = 0;
+  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  const __m256i quiet = _mm256_set1_epi32(0x40);
+  for (; i + 8 <= n; i += 8) {
+    __m256i u = _mm256_castps_si256(_mm256_loadu_ps(src + i));
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
+    __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, lsb)), 16);
+    __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
+    __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), quiet);
+    __m256i r = _mm256_blendv_epi8(rounded, nan, is_nan);
+    __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), packed);
   }
+  for (; i < n; ++i) dst[i].bits = bf16::FromFloat(src[i]);
 }
 
-// C_i[m, n] = op(X_i) @ op(Y_i) for i < batch, C contiguous. With sum_batch,
-// C is one [m, n] matrix holding the sum over the batch.
-void RunGemms(const Operand& x, const Operand& y, int64_t batch, int64_t m, int64_t n, int64_t k, float* c,
-              bool sum_batch) {
-  if (m == 0 || n == 0) return;
-  if (sum_batch) {
-    if (batch == 0) {
-      std::fill(c, c + m * n, 0.0f);
-      return;
-    }
-    // Contraction over (batch, k): one GEMM when both stack along k.
-    if (x.trans && !y.trans && x.Stacked(batch, k) && y.Stacked(batch, k)) {
-      Gemm(x, 0, y, 0, m, n, k * batch, 0.0f, c, n);
-      return;
-    }
-    for (int64_t i = 0; i < batch; ++i) Gemm(x, i, y, i, m, n, k, i == 0 ? 0.0f : 1.0f, c, n);
-    return;
+// fp32 -> fp16 with F16C (round to nearest even; IEEE subnormals/overflow).
+void RoundToFP16(const float* src, fp16* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
   }
-  if (y.offsets.size() == 1 && !x.trans && x.Stacked(batch, m)) {
-    Gemm(x, 0, y, 0, m * batch, n, k, 0.0f, c, n);  // shared Y: fold the batch into M
-    return;
-  }
-  int64_t macs = m * n * k;
-  if (batch > 1 && macs < kSmallGemmMacs && macs * batch >= kSmallGemmMacs && !omp_in_parallel()) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < batch; ++i) Gemm(x, i, y, i, m, n, k, 0.0f, c + i * m * n, n);
-    return;
-  }
-  for (int64_t i = 0; i < batch; ++i) Gemm(x, i, y, i, m, n, k, 0.0f, c + i * m * n, n);
+  for (; i < n; ++i) dst[i].bits = fp16::FromFloat(src[i]);
 }
 
-// An fp32 destination for a result of `dtype`: the output itself for fp32,
-// else a scratch tensor rounded into the output by Finish().
+// The result of a GEMM sequence. fp32 results are written in place. bf16 and
+// fp16 results are rounded from fp32 by the GEMM driver's epilogue as blocks
+// finish: straight from L1-resident strips when a GEMM has one K block and
+// writes final values, else from an fp32 scratch tensor allocated on demand.
 class F32Result {
  public:
   F32Result(const Shape& shape, DType dtype) : out_(Tensor::Empty(shape, dtype)) {
-    acc_ = dtype == DType::kF32 ? out_ : Tensor::Empty(shape, DType::kF32);
+    if (dtype == DType::kF32) acc_ = out_;
   }
-  float* data() const { return acc_.data<float>(); }
-  Tensor Finish() {
-    if (out_.dtype() == DType::kF32) return out_;
-    const float* src = acc_.data<float>();
+  bool needs_rounding() const { return out_.dtype() != DType::kF32; }
+  float* data() {
+    if (!acc_.defined()) acc_ = Tensor::Empty(out_.shape(), DType::kF32);
+    return acc_.data<float>();
+  }
+
+  // Rounds a block: source rows at src + r*src_ld, destination elements
+  // [offset + (row + r)*ld + col + c].
+  void Round(const float* src, int64_t src_ld, int64_t offset, int64_t ld, int64_t row, int64_t rows, int64_t col,
+             int64_t cols) const {
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t at = offset + (row + r) * ld + col;
+      if (out_.dtype() == DType::kBF16) {
+        RoundToBF16(src + r * src_ld, static_cast<bf16*>(out_.raw_data()) + at, cols);
+      } else {
+        RoundToFP16(src + r * src_ld, static_cast<fp16*>(out_.raw_data()) + at, cols);
+      }
+    }
+  }
+
+  // rounded: whether the GEMM epilogues covered every element already.
+  Tensor Finish(bool rounded) {
+    if (!needs_rounding() || rounded) return out_;
+    const float* src = data();
     int64_t count = out_.numel();
-    if (out_.dtype() == DType::kBF16) {
-      bf16* dst = out_.data<bf16>();
+    constexpr int64_t kChunk = 4096;
+    int64_t chunks = (count + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (count >= kParallelConvert && !omp_in_parallel())
-      for (int64_t i = 0; i < count; ++i) dst[i].bits = bf16::FromFloat(src[i]);
-    } else {
-      fp16* dst = out_.data<fp16>();
-#pragma omp parallel for schedule(static) if (count >= kParallelConvert && !omp_in_parallel())
-      for (int64_t i = 0; i < count; ++i) dst[i].bits = fp16::FromFloat(src[i]);
+    for (int64_t i = 0; i < chunks; ++i) {
+      Round(src + i * kChunk, 0, i * kChunk, 0, 0, 1, 0, std::min(kChunk, count - i * kChunk));
     }
     return out_;
   }
 
  private:
   Tensor out_;
-  Tensor acc_;
+  Tensor acc_;  // fp32 values (the output itself for fp32)
 };
+
+// Where one GEMM writes: out's matrix at element `offset` with row pitch
+// ldc, and whether its values are final (then bf16/fp16 are rounded as it goes).
+struct Dest {
+  F32Result& res;
+  int64_t offset;
+  int64_t ldc;
+  bool final;
+};
+
+struct RoundContext {
+  const F32Result* res;
+  int64_t offset, ldc;
+};
+
+void RoundBlock(void* ctx, const float* block, int64_t ld, int64_t row, int64_t rows, int64_t col, int64_t cols) {
+  auto* rc = static_cast<const RoundContext*>(ctx);
+  rc->res->Round(block, ld, rc->offset, rc->ldc, row, rows, col, cols);
+}
+
+// Operands are validated and ld >= their row length by construction, so the
+// driver is called directly (with the rounding epilogue when needed).
+void Gemm(const Operand& x, int64_t xi, const Operand& y, int64_t yi, int64_t m, int64_t n, int64_t k, float beta,
+          const Dest& dest) {
+  RoundContext ctx{&dest.res, dest.offset, dest.ldc};
+  gemm::RowEpilogue epilogue{&RoundBlock, &ctx};
+  const bool round = dest.final && dest.res.needs_rounding();
+  const bool bf16_inputs = x.dtype == DType::kBF16;
+  // Rounded outputs of one-K-block GEMMs never touch an fp32 C.
+  float* c = round && beta == 0.0f && gemm::FitsOneKBlock(k, bf16_inputs) ? nullptr : dest.res.data() + dest.offset;
+  const gemm::RowEpilogue* epi = round ? &epilogue : nullptr;
+  if (!bf16_inputs) {
+    gemm::RunF32(x.trans, y.trans, m, n, k, 1.0f, static_cast<const float*>(x.hold.raw_data()) + x.Offset(xi), x.ld,
+                 static_cast<const float*>(y.hold.raw_data()) + y.Offset(yi), y.ld, beta, c, dest.ldc, epi);
+  } else {
+    gemm::RunBf16(x.trans, y.trans, m, n, k, 1.0f, static_cast<const bf16*>(x.hold.raw_data()) + x.Offset(xi), x.ld,
+                  static_cast<const bf16*>(y.hold.raw_data()) + y.Offset(yi), y.ld, beta, c, dest.ldc, epi);
+  }
+}
+
+// C_i[m, n] = op(X_i) @ op(Y_i) for i < batch into `out` (contiguous). With
+// sum_batch, out is one [m, n] matrix holding the sum over the batch.
+// Returns whether every output element was rounded by the GEMM epilogues.
+bool RunGemms(const Operand& x, const Operand& y, int64_t batch, int64_t m, int64_t n, int64_t k,
+              F32Result& out, bool sum_batch) {
+  if (m == 0 || n == 0) return true;
+  if (sum_batch) {
+    if (batch == 0) {
+      std::fill(out.data(), out.data() + m * n, 0.0f);
+      return false;
+    }
+    // Contraction over (batch, k): one GEMM when both stack along k.
+    if (x.trans && !y.trans && x.Stacked(batch, k) && y.Stacked(batch, k)) {
+      Gemm(x, 0, y, 0, m, n, k * batch, 0.0f, {out, 0, n, true});
+      return true;
+    }
+    for (int64_t i = 0; i < batch; ++i) Gemm(x, i, y, i, m, n, k, i == 0 ? 0.0f : 1.0f, {out, 0, n, i == batch - 1});
+    return true;
+  }
+  if (y.offsets.size() == 1 && !x.trans && x.Stacked(batch, m)) {
+    Gemm(x, 0, y, 0, m * batch, n, k, 0.0f, {out, 0, n, true});  // shared Y: fold the batch into M
+    return true;
+  }
+  int64_t macs = m * n * k;
+  if (batch > 1 && macs < kSmallGemmMacs && macs * batch >= kSmallGemmMacs && !omp_in_parallel()) {
+    // Allocate the fp32 scratch (if any GEMM needs it) before the threads start.
+    if (!out.needs_rounding() || !gemm::FitsOneKBlock(k, x.dtype == DType::kBF16)) out.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < batch; ++i) Gemm(x, i, y, i, m, n, k, 0.0f, {out, i * m * n, n, true});
+    return true;
+  }
+  for (int64_t i = 0; i < batch; ++i) Gemm(x, i, y, i, m, n, k, 0.0f, {out, i * m * n, n, true});
+  return true;
+}
 
 }  // namespace
 
@@ -166,12 +248,11 @@ Tensor MatMul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   if (UseReference()) return internal::ReferenceMatMul(a, b, trans_a, trans_b);
   internal::MatMulDims d = internal::CheckMatMulArgs(a, b, trans_a, trans_b);
   F32Result out(d.out_shape, a.dtype());
+  bool rounded = true;
   if (d.batch * d.m * d.n > 0) {
-    Operand x = MakeOperand(a, trans_a);
-    Operand y = MakeOperand(b, trans_b);
-    RunGemms(x, y, d.batch, d.m, d.n, d.k, out.data(), false);
+    rounded = RunGemms(MakeOperand(a, trans_a), MakeOperand(b, trans_b), d.batch, d.m, d.n, d.k, out, false);
   }
-  return out.Finish();
+  return out.Finish(rounded);
 }
 
 MatMulGrads MatMulBackward(const Tensor& grad_out, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
@@ -183,26 +264,28 @@ MatMulGrads MatMulBackward(const Tensor& grad_out, const Tensor& a, const Tensor
   MatMulGrads grads;
   if (need_a) {
     F32Result ga(a.shape(), a.dtype());
+    bool rounded = true;
     if (a.numel() > 0) {
       if (!trans_a) {  // grad_a[m, k] = g @ op(b)^T
-        RunGemms(MakeOperand(grad_out, false), MakeOperand(b, !trans_b), d.batch, d.m, d.k, d.n, ga.data(), false);
+        rounded = RunGemms(MakeOperand(grad_out, false), MakeOperand(b, !trans_b), d.batch, d.m, d.k, d.n, ga, false);
       } else {  // grad_a[k, m] = op(b) @ g^T
-        RunGemms(MakeOperand(b, trans_b), MakeOperand(grad_out, true), d.batch, d.k, d.m, d.n, ga.data(), false);
+        rounded = RunGemms(MakeOperand(b, trans_b), MakeOperand(grad_out, true), d.batch, d.k, d.m, d.n, ga, false);
       }
     }
-    grads.grad_a = ga.Finish();
+    grads.grad_a = ga.Finish(rounded);
   }
   if (need_b) {
     F32Result gb(b.shape(), b.dtype());
+    bool rounded = true;
     if (b.numel() > 0) {
       bool sum = !d.batched_b;
       if (!trans_b) {  // grad_b[k, n] = op(a)^T @ g
-        RunGemms(MakeOperand(a, !trans_a), MakeOperand(grad_out, false), d.batch, d.k, d.n, d.m, gb.data(), sum);
+        rounded = RunGemms(MakeOperand(a, !trans_a), MakeOperand(grad_out, false), d.batch, d.k, d.n, d.m, gb, sum);
       } else {  // grad_b[n, k] = g^T @ op(a)
-        RunGemms(MakeOperand(grad_out, true), MakeOperand(a, trans_a), d.batch, d.n, d.k, d.m, gb.data(), sum);
+        rounded = RunGemms(MakeOperand(grad_out, true), MakeOperand(a, trans_a), d.batch, d.n, d.k, d.m, gb, sum);
       }
     }
-    grads.grad_b = gb.Finish();
+    grads.grad_b = gb.Finish(rounded);
   }
   return grads;
 }

@@ -62,6 +62,8 @@ TESSERA_PARITY_CASES {
         cases.push_back(MakeCase({{}, m, k, n, ta, tb, false}));
       }
       cases.push_back(MakeCase({{}, 256, 300, 200, ta, tb, false, false, 3, ta == tb}));
+      // K beyond one K block (several blocks accumulate in fp32 before rounding).
+      cases.push_back(MakeCase({{}, 20, 600, 40, ta, tb, false, false, 4, !ta}));
       // Leading axes folded into M (or looped over when a is transposed).
       cases.push_back(MakeCase({{2, 3}, 11, 17, 9, ta, tb, false}));
       cases.push_back(MakeCase({{4}, 64, 48, 40, ta, tb, false, ta != tb}));
