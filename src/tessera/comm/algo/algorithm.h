@@ -1,0 +1,116 @@
+// The algorithm layer's common vocabulary: which algorithms exist, what one
+// gets to run (AlgoEnv: the rank, the transport, the shm context when the
+// transport is shm, persistent scratch memory, the op's context), and the
+// entry point of every (collective, algorithm) pair. Each algorithm lives
+// in its own file (shm_direct*.cc, ring.cc, halving_doubling.cc,
+// binomial_tree.cc, pairwise.cc, hierarchical.cc); selector.h picks one per
+// call. Every rank of a communicator must run the same algorithm for the
+// same call (the selector is deterministic given the agreed cost model).
+// Algorithms run on the communicator's executor thread; not thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "tessera/base/status.h"
+#include "tessera/comm/api/types.h"
+#include "tessera/comm/transport/transport.h"
+
+namespace tessera::comm::transport::shm {
+class Context;
+}
+
+namespace tessera::comm::algo {
+
+enum class Algorithm : uint8_t {
+  kShmDirect,        // every rank reads peers' shm windows directly (one-shot)
+  kShmTwoPhase,      // shm windows: reduce-scatter then all-gather per chunk
+  kRing,             // ring over point-to-point channels
+  kHalvingDoubling,  // recursive halving-doubling (Rabenseifner), any size
+  kBinomialTree,     // binomial tree rooted at the root
+  kPairwise,         // pairwise exchange (all-to-all) / direct linear (gather, scatter)
+  kHierarchical,     // shm inside each host, tcp across hosts
+};
+inline constexpr int kNumAlgorithms = 7;
+std::string_view AlgorithmName(Algorithm algo);  // "shm_direct", "ring", ...
+StatusOr<Algorithm> ParseAlgorithm(std::string_view text);
+
+// Persistent scratch buffers (private memory, huge-page advised, grown
+// geometrically, never shrunk): allocating per call would pay first-touch
+// page faults (~15 us per 4 KiB page on some VMs) on every operation.
+class Scratch {
+ public:
+  Scratch() = default;
+  ~Scratch();
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  // A buffer of at least `bytes` for slot `slot` (0..3); its contents are
+  // not preserved across calls that grow it.
+  uint8_t* Get(int slot, size_t bytes);
+
+ private:
+  struct Buffer {
+    uint8_t* data = nullptr;
+    size_t bytes = 0;
+  };
+  Buffer buffers_[4];
+};
+
+class HierarchyContext;  // hierarchical.h
+
+struct AlgoEnv {
+  int rank = 0;
+  int size = 1;
+  transport::Transport* transport = nullptr;
+  transport::shm::Context* shm = nullptr;  // set when the transport is shm
+  HierarchyContext* hierarchy = nullptr;   // set for multi-host communicators
+  Scratch* scratch = nullptr;
+  const transport::OpContext* ctx = nullptr;
+};
+
+// Entry points. Preconditions (checked by the API layer): valid counts,
+// roots and dtypes; the algorithm is applicable (shm ones need env.shm).
+Status ShmDirectAllReduce(const CollectiveArgs& a, AlgoEnv& env);    // also kReduce
+Status ShmTwoPhaseAllReduce(const CollectiveArgs& a, AlgoEnv& env);  // also kReduce
+Status ShmDirectBroadcast(const CollectiveArgs& a, AlgoEnv& env);
+Status ShmDirectAllGather(const CollectiveArgs& a, AlgoEnv& env);
+Status ShmDirectReduceScatter(const CollectiveArgs& a, AlgoEnv& env);
+Status ShmDirectAllToAll(const CollectiveArgs& a, AlgoEnv& env);  // also kAllToAllV
+Status ShmDirectGather(const CollectiveArgs& a, AlgoEnv& env);
+Status ShmDirectScatter(const CollectiveArgs& a, AlgoEnv& env);
+Status ShmDirectBarrier(const CollectiveArgs& a, AlgoEnv& env);
+
+Status RingAllReduce(const CollectiveArgs& a, AlgoEnv& env);
+Status RingAllGather(const CollectiveArgs& a, AlgoEnv& env);
+Status RingReduceScatter(const CollectiveArgs& a, AlgoEnv& env);
+
+Status HalvingDoublingAllReduce(const CollectiveArgs& a, AlgoEnv& env);  // also kReduce
+
+Status TreeBroadcast(const CollectiveArgs& a, AlgoEnv& env);
+Status TreeReduce(const CollectiveArgs& a, AlgoEnv& env);
+Status TreeAllReduce(const CollectiveArgs& a, AlgoEnv& env);  // reduce to 0 + broadcast
+Status TreeBarrier(const CollectiveArgs& a, AlgoEnv& env);    // dissemination
+
+Status PairwiseAllToAll(const CollectiveArgs& a, AlgoEnv& env);  // also kAllToAllV
+Status LinearGather(const CollectiveArgs& a, AlgoEnv& env);
+Status LinearScatter(const CollectiveArgs& a, AlgoEnv& env);
+
+// Point-to-point (the Send/Recv API and the building block above).
+Status PointToPoint(const CollectiveArgs& a, AlgoEnv& env);
+
+// Helpers shared by the algorithm files.
+// Element range [begin, end) of part `i` of `count` elements split into `n`
+// parts whose boundaries fall on multiples of `align` elements.
+struct Range {
+  size_t begin = 0;
+  size_t end = 0;
+  size_t size() const { return end - begin; }
+};
+Range SplitRange(size_t count, int n, int i, size_t align);
+// Copies unless src == dst (in-place) or n == 0.
+void CopyBytes(void* dst, const void* src, size_t n);
+
+}  // namespace tessera::comm::algo

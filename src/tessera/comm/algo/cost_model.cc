@@ -1,0 +1,238 @@
+#include "tessera/comm/algo/cost_model.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "tessera/base/knobs.h"
+#include "tessera/comm/transport/shm/waiter.h"
+
+namespace tessera::comm::algo {
+namespace {
+
+base::Knob<std::string> kCostCacheKnob("TESSERA_COMM_MODEL_CACHE", "",
+                                       "communication cost-model cache file; empty = "
+                                       "$XDG_CACHE_HOME/tessera/comm_model.json or ~/.cache/tessera/comm_model.json, "
+                                       "off = measure every time");
+
+constexpr int kCacheVersion = 1;
+
+double Log2Ceil(int n) {
+  int l = 0;
+  while ((1 << l) < n) ++l;
+  return l;
+}
+
+int PowerOfTwoFloor(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+double Chunks(double bytes, double per_chunk) { return bytes <= 0 ? 0 : std::ceil(bytes / std::max(per_chunk, 1.0)); }
+
+}  // namespace
+
+std::string CostConstants::ToString() const {
+  return fmt::format(
+      "shm barrier {:.2f} us, copy {:.2f} GB/s, reduce {:.2f} GB/s per source; p2p latency {:.2f} us, {:.2f} GB/s "
+      "({})",
+      barrier_s * 1e6, 1e-9 / copy_s_per_byte, 1e-9 / reduce_s_per_byte, p2p_latency_s * 1e6,
+      1e-9 / p2p_s_per_byte, source);
+}
+
+std::string CostConstants::Serialize() const {
+  return fmt::format("barrier_s={:.6e} copy_s_per_byte={:.6e} reduce_s_per_byte={:.6e} p2p_latency_s={:.6e} "
+                     "p2p_s_per_byte={:.6e}",
+                     barrier_s, copy_s_per_byte, reduce_s_per_byte, p2p_latency_s, p2p_s_per_byte);
+}
+
+StatusOr<CostConstants> CostConstants::Parse(const std::string& text) {
+  CostConstants c;
+  std::stringstream ss(text);
+  std::string item;
+  int seen = 0;
+  while (ss >> item) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) return DataLoss("bad cost-model item '{}'", item);
+    const std::string key = item.substr(0, eq);
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str() + eq + 1, &end);
+    if (end == nullptr || *end != '\0' || !(v > 0) || !std::isfinite(v)) {
+      return DataLoss("bad cost-model value in '{}'", item);
+    }
+    if (key == "barrier_s") c.barrier_s = v;
+    else if (key == "copy_s_per_byte") c.copy_s_per_byte = v;
+    else if (key == "reduce_s_per_byte") c.reduce_s_per_byte = v;
+    else if (key == "p2p_latency_s") c.p2p_latency_s = v;
+    else if (key == "p2p_s_per_byte") c.p2p_s_per_byte = v;
+    else return DataLoss("unknown cost-model key '{}'", key);
+    ++seen;
+  }
+  if (seen != 5) return DataLoss("cost model '{}' has {} of 5 constants", text, seen);
+  c.measured = true;
+  return c;
+}
+
+CostConstants DefaultConstants(transport::TransportKind kind, int size) {
+  CostConstants c;
+  const bool oversubscribed = size > transport::shm::UsableCpus();
+  if (kind == transport::TransportKind::kTcp) {
+    c.p2p_latency_s = 30e-6;
+    c.p2p_s_per_byte = 1.0 / 1.5e9;
+  } else {
+    c.p2p_latency_s = oversubscribed ? 20e-6 : 2e-6;
+    c.p2p_s_per_byte = 1.0 / 5e9;
+  }
+  c.barrier_s = oversubscribed ? 10e-6 * size : 1e-6;
+  c.copy_s_per_byte = 1.0 / 10e9;
+  c.reduce_s_per_byte = 1.0 / 10e9;
+  if (oversubscribed) {
+    const double f = static_cast<double>(size) / transport::shm::UsableCpus();
+    c.copy_s_per_byte *= f;
+    c.reduce_s_per_byte *= f;
+    c.p2p_s_per_byte *= f;
+  }
+  c.source = "built-in defaults";
+  return c;
+}
+
+std::optional<double> PredictSeconds(Algorithm algo, const CollectiveArgs& a, const ModelInputs& in,
+                                     const CostConstants& c) {
+  const double n = in.size;
+  const bool shm = in.transport == transport::TransportKind::kShm;
+  const double w = static_cast<double>(in.shm_window_bytes);
+  const double s = static_cast<double>(a.count * a.ElementSize());  // the op's per-rank unit
+  const double lat = c.p2p_latency_s, pb = c.p2p_s_per_byte;
+  const double bar = c.barrier_s, cp = c.copy_s_per_byte, rd = c.reduce_s_per_byte;
+  const double logn = Log2Ceil(in.size);
+  using K = CollectiveKind;
+  switch (algo) {
+    case Algorithm::kShmDirect:
+      if (!shm) return std::nullopt;
+      switch (a.kind) {
+        case K::kAllReduce:
+        case K::kReduce: return Chunks(s, w) * bar + s * cp + n * s * rd;
+        case K::kBroadcast: return (Chunks(s, w) + 1) * bar + 2 * s * cp;
+        case K::kAllGather: return (Chunks(s, w) + 1) * bar + (n + 1) * s * cp;
+        case K::kReduceScatter: return (Chunks(s, w / n) + 1) * bar + n * s * cp + n * s * rd;
+        case K::kAllToAll:
+        case K::kAllToAllV: return (Chunks(s, w / n) + 1) * bar + 2 * (n - 1) * s * cp;
+        case K::kGather:
+        case K::kScatter: return (Chunks(s, w / n) + 1) * bar + n * s * cp;
+        case K::kBarrier: return bar;
+        default: return std::nullopt;
+      }
+    case Algorithm::kShmTwoPhase:
+      if (!shm || (a.kind != K::kAllReduce && a.kind != K::kReduce)) return std::nullopt;
+      return (Chunks(s, w * n / (n + 1)) + 1) * bar + s * cp * (2 + 1 / n) + s * rd;
+    case Algorithm::kRing:
+      switch (a.kind) {
+        case K::kAllReduce: return 2 * (n - 1) * lat + 2 * (n - 1) / n * s * pb + (n - 1) / n * s * rd + s * cp;
+        case K::kAllGather: return (n - 1) * (lat + s * pb) + s * cp;
+        case K::kReduceScatter: return (n - 1) * (lat + s * pb) + (n - 1) * s * rd + n * s * cp;
+        default: return std::nullopt;
+      }
+    case Algorithm::kHalvingDoubling: {
+      if (a.kind != K::kAllReduce) return std::nullopt;
+      const double p = PowerOfTwoFloor(in.size);
+      const bool extra = p != n;
+      const double steps = 2 * std::log2(p) + (extra ? 2 : 0);
+      const double bytes = 2 * (p - 1) / p * s + (extra ? 2 * s : 0);
+      return steps * lat + bytes * pb + ((p - 1) / p * s + (extra ? s : 0)) * rd + s * cp;
+    }
+    case Algorithm::kBinomialTree:
+      switch (a.kind) {
+        case K::kAllReduce: return 2 * logn * (lat + s * pb) + logn * s * rd + s * cp;
+        case K::kReduce: return logn * (lat + s * pb) + logn * s * rd + s * cp;
+        case K::kBroadcast: return logn * (lat + s * pb);
+        case K::kBarrier: return logn * lat;
+        default: return std::nullopt;
+      }
+    case Algorithm::kPairwise:
+      switch (a.kind) {
+        case K::kAllToAll:
+        case K::kAllToAllV:
+        case K::kGather:
+        case K::kScatter: return (n - 1) * (lat + s * pb) + s * cp;
+        default: return std::nullopt;
+      }
+    case Algorithm::kHierarchical: return std::nullopt;  // priced by the selector from its sub-groups
+  }
+  return std::nullopt;
+}
+
+std::string CostCachePath() {
+  std::string path = kCostCacheKnob.Get();
+  if (path == "off") return "";
+  if (!path.empty()) return path;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fmt::format("{}/tessera/comm_model.json", xdg);
+  if (const char* home = std::getenv("HOME"); home && *home) return fmt::format("{}/.cache/tessera/comm_model.json", home);
+  return "";
+}
+
+std::string CostCacheKey(transport::TransportKind kind, int size, const std::string& host_key) {
+  return fmt::format("v{} {} n={} cpus={} host={}", kCacheVersion, transport::TransportKindName(kind), size,
+                     transport::shm::UsableCpus(), host_key);
+}
+
+StatusOr<std::optional<CostConstants>> ReadCostCache(const std::string& path, const std::string& key) {
+  if (path.empty()) return std::optional<CostConstants>();
+  std::ifstream in(path);
+  if (!in) return std::optional<CostConstants>();
+  nlohmann::json doc;
+  try {
+    in >> doc;
+  } catch (const std::exception& e) {
+    return DataLoss("cannot parse cost-model cache '{}': {}", path, e.what());
+  }
+  if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].contains(key)) {
+    return std::optional<CostConstants>();
+  }
+  const auto& entry = doc["entries"][key];
+  if (!entry.is_string()) return DataLoss("cost-model cache '{}': entry '{}' is not a string", path, key);
+  StatusOr<CostConstants> c = CostConstants::Parse(entry.get<std::string>());
+  if (!c.ok()) return c.status().WithContext(fmt::format("reading cost-model cache '{}'", path));
+  c->source = fmt::format("measured, cached in {}", path);
+  return std::optional<CostConstants>(*c);
+}
+
+Status WriteCostCache(const std::string& path, const std::string& key, const CostConstants& c) {
+  if (path.empty()) return Status::Ok();
+  nlohmann::json doc = nlohmann::json::object();
+  {
+    std::ifstream in(path);
+    if (in) {
+      try {
+        in >> doc;
+      } catch (const std::exception&) {
+        doc = nlohmann::json::object();
+      }
+    }
+  }
+  if (!doc.is_object()) doc = nlohmann::json::object();
+  doc["version"] = kCacheVersion;
+  doc["entries"][key] = c.Serialize();
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  const std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
+  {
+    std::ofstream out(tmp);
+    if (!out) return IoError("cannot write cost-model cache '{}'", tmp);
+    out << doc.dump(2) << "\n";
+    if (!out) return IoError("cannot write cost-model cache '{}'", tmp);
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return IoError("cannot replace cost-model cache '{}': {}", path, ec.message());
+  return Status::Ok();
+}
+
+}  // namespace tessera::comm::algo

@@ -1,0 +1,205 @@
+// shm-direct data movement (no reduction, except reduce-scatter): every
+// rank stages its outgoing chunk(s) in its window, one barrier per chunk,
+// and every rank copies what it needs straight out of its peers' windows:
+// one copy in, one copy out, no intermediate hops. all-gather / gather: the
+// window holds one chunk of the rank's block; reduce-scatter / all-to-all /
+// scatter: the window holds one sub-chunk per destination. Staging of
+// chunk k+1 overlaps the reads of chunk k (double-buffered windows).
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "tessera/comm/algo/algorithm.h"
+#include "tessera/comm/algo/reduce_kernels.h"
+#include "tessera/comm/transport/shm/context.h"
+
+namespace tessera::comm::algo {
+namespace {
+
+// Per-destination sub-window bytes (a multiple of 64 and of the element).
+size_t SubWindow(size_t window, int n) { return std::max<size_t>(64, window / n / 64 * 64); }
+
+}  // namespace
+
+Status ShmDirectAllGather(const CollectiveArgs& a, AlgoEnv& env) {
+  transport::shm::Context& shm = *env.shm;
+  const int n = env.size;
+  const size_t bytes = a.count * a.ElementSize();
+  if (bytes == 0) return Status::Ok();
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  const size_t w = shm.window_bytes();
+  const size_t chunks = (bytes + w - 1) / w;
+  auto len = [&](size_t k) { return std::min(w, bytes - k * w); };
+  std::memcpy(shm.window(env.rank, shm.NextParity()), send, len(0));
+  TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
+  for (size_t k = 0; k < chunks; ++k) {
+    const int q = static_cast<int>(shm.step() & 1u);
+    for (int j = 0; j < n; ++j) {
+      uint8_t* dst = recv + j * bytes + k * w;
+      if (j == env.rank) {
+        CopyBytes(dst, send + k * w, len(k));
+      } else {
+        std::memcpy(dst, shm.window(j, q), len(k));
+      }
+    }
+    if (k + 1 == chunks) break;
+    std::memcpy(shm.window(env.rank, shm.NextParity()), send + (k + 1) * w, len(k + 1));
+    TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
+  }
+  return Status::Ok();
+}
+
+Status ShmDirectReduceScatter(const CollectiveArgs& a, AlgoEnv& env) {
+  transport::shm::Context& shm = *env.shm;
+  const int n = env.size;
+  if (a.count == 0) return Status::Ok();
+  const size_t elem = a.ElementSize();
+  const size_t sub = SubWindow(shm.window_bytes(), n);
+  const size_t chunk = sub / elem;
+  const size_t chunks = (a.count + chunk - 1) / chunk;
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  auto cnt = [&](size_t k) { return std::min(chunk, a.count - k * chunk); };
+  auto stage = [&](size_t k) {
+    uint8_t* win = shm.window(env.rank, shm.NextParity());
+    for (int d = 0; d < n; ++d) std::memcpy(win + d * sub, send + (d * a.count + k * chunk) * elem, cnt(k) * elem);
+  };
+  std::vector<const void*> srcs(n);
+  stage(0);
+  TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
+  for (size_t k = 0; k < chunks; ++k) {
+    const int q = static_cast<int>(shm.step() & 1u);
+    for (int j = 0; j < n; ++j) srcs[j] = shm.window(j, q) + env.rank * sub;
+    ReduceMany(recv + k * chunk * elem, srcs.data(), n, cnt(k), a.dtype, a.op, n);
+    if (k + 1 == chunks) break;
+    stage(k + 1);
+    TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
+  }
+  return Status::Ok();
+}
+
+Status ShmDirectAllToAll(const CollectiveArgs& a, AlgoEnv& env) {
+  transport::shm::Context& shm = *env.shm;
+  const int n = env.size;
+  const int me = env.rank;
+  const size_t elem = a.ElementSize();
+  const bool v = a.kind == CollectiveKind::kAllToAllV;
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  auto send_off = [&](int d) { return (v ? a.send_displs[d] : d * a.count) * elem; };
+  auto send_len = [&](int d) { return (v ? a.send_counts[d] : a.count) * elem; };
+  auto recv_off = [&](int j) { return (v ? a.recv_displs[j] : j * a.count) * elem; };
+  auto recv_len = [&](int j) { return (v ? a.recv_counts[j] : a.count) * elem; };
+
+  size_t max_bytes = a.count * elem;
+  if (v) {
+    // Agree on the step count and check sizes: each rank publishes its
+    // per-destination byte counts.
+    auto* table = reinterpret_cast<uint64_t*>(shm.window(me, shm.NextParity()));
+    for (int d = 0; d < n; ++d) table[d] = send_len(d);
+    TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
+    const int q = static_cast<int>(shm.step() & 1u);
+    max_bytes = 0;
+    for (int j = 0; j < n; ++j) {
+      const auto* t = reinterpret_cast<const uint64_t*>(shm.window(j, q));
+      for (int d = 0; d < n; ++d) max_bytes = std::max<size_t>(max_bytes, t[d]);
+      if (t[me] != recv_len(j)) {
+        return InvalidArgument("{}: rank {} expects {} bytes from rank {}, which sends {} bytes", env.ctx->op_name, me,
+                               recv_len(j), j, t[me]);
+      }
+    }
+  }
+  if (max_bytes == 0) return Status::Ok();
+  const size_t sub = SubWindow(shm.window_bytes(), n);
+  const size_t chunks = (max_bytes + sub - 1) / sub;
+  auto piece = [&](size_t total, size_t k) { return k * sub >= total ? 0 : std::min(sub, total - k * sub); };
+  auto stage = [&](size_t k) {
+    uint8_t* win = shm.window(me, shm.NextParity());
+    for (int d = 0; d < n; ++d) {
+      if (d == me) continue;
+      const size_t p = piece(send_len(d), k);
+      if (p) std::memcpy(win + d * sub, send + send_off(d) + k * sub, p);
+    }
+  };
+  // Own block moves directly (no staging).
+  CopyBytes(recv + recv_off(me), send + send_off(me), std::min(send_len(me), recv_len(me)));
+  stage(0);
+  TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
+  for (size_t k = 0; k < chunks; ++k) {
+    const int q = static_cast<int>(shm.step() & 1u);
+    for (int j = 0; j < n; ++j) {
+      if (j == me) continue;
+      const size_t p = piece(recv_len(j), k);
+      if (p) std::memcpy(recv + recv_off(j) + k * sub, shm.window(j, q) + me * sub, p);
+    }
+    if (k + 1 == chunks) break;
+    stage(k + 1);
+    TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
+  }
+  return Status::Ok();
+}
+
+Status ShmDirectGather(const CollectiveArgs& a, AlgoEnv& env) {
+  transport::shm::Context& shm = *env.shm;
+  const int n = env.size;
+  const size_t bytes = a.count * a.ElementSize();
+  if (bytes == 0) return Status::Ok();
+  const bool root = env.rank == a.root;
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  const size_t w = shm.window_bytes();
+  const size_t chunks = (bytes + w - 1) / w;
+  auto len = [&](size_t k) { return std::min(w, bytes - k * w); };
+  if (root) CopyBytes(recv + a.root * bytes, send, bytes);
+  if (!root) std::memcpy(shm.window(env.rank, shm.NextParity()), send, len(0));
+  TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
+  for (size_t k = 0; k < chunks; ++k) {
+    const int q = static_cast<int>(shm.step() & 1u);
+    if (root) {
+      for (int j = 0; j < n; ++j) {
+        if (j != a.root) std::memcpy(recv + j * bytes + k * w, shm.window(j, q), len(k));
+      }
+    }
+    if (k + 1 == chunks) break;
+    if (!root) std::memcpy(shm.window(env.rank, shm.NextParity()), send + (k + 1) * w, len(k + 1));
+    TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
+  }
+  return Status::Ok();
+}
+
+Status ShmDirectScatter(const CollectiveArgs& a, AlgoEnv& env) {
+  transport::shm::Context& shm = *env.shm;
+  const int n = env.size;
+  const size_t bytes = a.count * a.ElementSize();
+  if (bytes == 0) return Status::Ok();
+  const bool root = env.rank == a.root;
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  const size_t sub = SubWindow(shm.window_bytes(), n);
+  const size_t chunks = (bytes + sub - 1) / sub;
+  auto len = [&](size_t k) { return std::min(sub, bytes - k * sub); };
+  auto stage = [&](size_t k) {
+    uint8_t* win = shm.window(a.root, shm.NextParity());
+    for (int d = 0; d < n; ++d) {
+      if (d != a.root) std::memcpy(win + d * sub, send + d * bytes + k * sub, len(k));
+    }
+  };
+  if (root) {
+    CopyBytes(recv, send + a.root * bytes, bytes);
+    stage(0);
+  }
+  TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
+  for (size_t k = 0; k < chunks; ++k) {
+    const int q = static_cast<int>(shm.step() & 1u);
+    if (!root) std::memcpy(recv + k * sub, shm.window(a.root, q) + env.rank * sub, len(k));
+    if (k + 1 == chunks) break;
+    if (root) stage(k + 1);
+    TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
+  }
+  return Status::Ok();
+}
+
+}  // namespace tessera::comm::algo

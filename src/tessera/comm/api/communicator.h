@@ -1,0 +1,150 @@
+// Communicator: a group of ranks that run collectives and point-to-point
+// transfers together (tessera's NCCL/Gloo-class API).
+//
+//   auto store = MakeInMemoryStore();            // or the TCP store
+//   auto comm = Communicator::Create(store, rank, size).value();
+//   comm->AllReduce(grad, grad, n, DataType::kFloat32, ReduceOp::kSum);
+//   Work w = comm->AllGatherAsync(x, y, n, DataType::kBFloat16);
+//   ... compute ...
+//   TESSERA_RETURN_IF_ERROR(w.Wait());
+//
+// Creation is collective over a rendezvous Store: every rank calls Create
+// with the same size and options.name; ranks find each other through
+// store keys under "tessera/<name>/". The transport is chosen from the
+// detected topology (all ranks on one host: shm, zero-copy shared windows;
+// otherwise tcp across hosts with shm inside each host: hierarchical) or
+// forced by options.transport / TESSERA_TRANSPORT.
+//
+// Semantics:
+//   - Counts and in-place conventions: see api/types.h.
+//   - Every operation is asynchronous underneath: *Async returns a Work at
+//     once; the plain names block until done. Operations of one
+//     communicator execute one at a time in the order this rank issued
+//     them; every rank must issue the same collectives in the same order
+//     (like MPI/NCCL). Send/Recv between two ranks match in issue order
+//     (and by tag: a mismatch is an error). A Send larger than the shm
+//     channel buffer (TESSERA_SHM_P2P_KB / peers) or the tcp socket buffers
+//     waits for the matching Recv, so two ranks that Send to each other
+//     first must use SendRecv.
+//   - Failures: each operation has a deadline (options.timeout,
+//     TESSERA_COMM_TIMEOUT_MS); a stalled or dead peer fails the operation
+//     on every waiting rank with a Status naming the operation, the peer
+//     rank and host. The first failure breaks the communicator: later
+//     operations fail at once with that error (create a new communicator).
+//     A failing rank tells its peers, so they fail promptly too.
+//   - Abort() stops everything promptly (the running operation within
+//     ~20 ms, queued ones at once, peers too) and may be called from any
+//     thread, e.g. a watchdog.
+//   - Algorithms are chosen per call by an alpha-beta cost model measured
+//     on this machine at first use (algo/selector.h); TESSERA_ALGO forces
+//     one; TESSERA_DEBUG=INFO logs each choice and why.
+// Thread-safety: all methods are thread-safe; operations from several
+// threads are ordered by their submission.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/base/status.h"
+#include "tessera/comm/api/types.h"
+#include "tessera/comm/api/work.h"
+#include "tessera/comm/store.h"
+#include "tessera/comm/transport/transport.h"
+
+namespace tessera::comm {
+
+struct CommOptions {
+  std::string name = "world";               // store namespace; unique per concurrent communicator
+  std::chrono::milliseconds timeout{0};     // per operation; 0 = TESSERA_COMM_TIMEOUT_MS
+  transport::TransportKind transport = transport::TransportKind::kAuto;  // kAuto = TESSERA_TRANSPORT
+  size_t shm_window_bytes = 0;  // 0 = TESSERA_SHM_WINDOW_KB
+  size_t shm_p2p_bytes = 0;     // 0 = TESSERA_SHM_P2P_KB
+  int tcp_streams = 0;          // sockets per peer; 0 = TESSERA_TCP_STREAMS
+  bool tcp_checksum = false;    // checksum every tcp frame (also TESSERA_TCP_CHECKSUM=1)
+  std::string algo;             // like TESSERA_ALGO, for this communicator only (tests)
+  bool calibrate = true;        // measure the cost model at first use (else built-in defaults)
+  // Pretend to be on this host (tests of multi-host logic in one machine):
+  // overrides the detected host identity.
+  std::string host_override;
+};
+
+class Communicator {
+ public:
+  static constexpr int kNoColor = -1;
+
+  static StatusOr<std::unique_ptr<Communicator>> Create(std::shared_ptr<Store> store, int rank, int size,
+                                                        CommOptions options = {});
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+  const std::string& name() const;
+  transport::TransportKind transport_kind() const;
+  // Multi-line summary: ranks, hosts, transport, windows, cost model,
+  // and the algorithm each collective would use at a few sizes.
+  std::string Describe() const;
+
+  // Collective: ranks with the same color form a new communicator, ordered
+  // by (key, rank). color == kNoColor returns nullptr (the rank still has
+  // to call Split).
+  StatusOr<std::unique_ptr<Communicator>> Split(int color, int key);
+
+  // Asynchronous operations (see types.h for counts).
+  Work AllReduceAsync(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
+  Work ReduceAsync(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root);
+  Work BroadcastAsync(const void* send, void* recv, size_t count, DataType dtype, int root);
+  Work AllGatherAsync(const void* send, void* recv, size_t count, DataType dtype);
+  Work ReduceScatterAsync(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
+  Work AllToAllAsync(const void* send, void* recv, size_t count, DataType dtype);
+  Work AllToAllVAsync(const void* send, std::vector<size_t> send_counts, std::vector<size_t> send_displs, void* recv,
+                      std::vector<size_t> recv_counts, std::vector<size_t> recv_displs, DataType dtype);
+  Work GatherAsync(const void* send, void* recv, size_t count, DataType dtype, int root);
+  Work ScatterAsync(const void* send, void* recv, size_t count, DataType dtype, int root);
+  Work BarrierAsync();
+  Work SendAsync(const void* buf, size_t count, DataType dtype, int peer, uint32_t tag = 0);
+  Work RecvAsync(void* buf, size_t count, DataType dtype, int peer, uint32_t tag = 0);
+  // Sends to send_peer and receives from recv_peer concurrently.
+  Work SendRecvAsync(const void* send, size_t send_count, int send_peer, void* recv, size_t recv_count,
+                     int recv_peer, DataType dtype, uint32_t tag = 0);
+  Work SubmitAsync(CollectiveArgs args);
+
+  // Blocking forms.
+  Status AllReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
+  Status Reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root);
+  Status Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root);
+  Status AllGather(const void* send, void* recv, size_t count, DataType dtype);
+  Status ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
+  Status AllToAll(const void* send, void* recv, size_t count, DataType dtype);
+  Status AllToAllV(const void* send, std::vector<size_t> send_counts, std::vector<size_t> send_displs, void* recv,
+                   std::vector<size_t> recv_counts, std::vector<size_t> recv_displs, DataType dtype);
+  Status Gather(const void* send, void* recv, size_t count, DataType dtype, int root);
+  Status Scatter(const void* send, void* recv, size_t count, DataType dtype, int root);
+  Status Barrier();
+  Status Send(const void* buf, size_t count, DataType dtype, int peer, uint32_t tag = 0);
+  Status Recv(void* buf, size_t count, DataType dtype, int peer, uint32_t tag = 0);
+  Status SendRecv(const void* send, size_t send_count, int send_peer, void* recv, size_t recv_count, int recv_peer,
+                  DataType dtype, uint32_t tag = 0);
+  Status Run(const CollectiveArgs& args);
+
+  // Stops all work promptly on this rank and tells the peers. Idempotent.
+  void Abort(std::string_view reason = "");
+  // OK, or the error that broke (or the reason that aborted) the communicator.
+  Status health() const;
+  // The algorithm the selector picks for `args` on this communicator, and why.
+  std::string ExplainChoice(const CollectiveArgs& args) const;
+
+  struct Impl;
+
+ private:
+  explicit Communicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::comm

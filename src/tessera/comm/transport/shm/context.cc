@@ -1,0 +1,430 @@
+#include "tessera/comm/transport/shm/context.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <new>
+#include <random>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "tessera/base/check.h"
+#include "tessera/base/knobs.h"
+#include "tessera/base/logging.h"
+
+namespace tessera::comm::transport::shm {
+
+namespace {
+
+base::Knob<int64_t> kWindowKbKnob("TESSERA_SHM_WINDOW_KB", 2048,
+                                  "shm transport: bytes (KiB) of each half of a rank's double-buffered collective "
+                                  "window (the chunk size of shm-direct collectives)");
+base::Knob<int64_t> kP2pKbKnob("TESSERA_SHM_P2P_KB", 2048,
+                               "shm transport: bytes (KiB) of a rank's outgoing point-to-point slot rings (all "
+                               "peers together)");
+
+constexpr uint64_t kMagic = 0x5445535345524153ull;  // "TESSERAS"
+constexpr uint32_t kVersion = 1;
+constexpr size_t kPage = 4096;
+constexpr int64_t kLivenessPeriodNs = 100'000'000;
+
+size_t RoundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+uint64_t PidNamespace() {
+  struct stat st;
+  if (stat("/proc/self/ns/pid", &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_ino);
+}
+
+std::string RandomHex() {
+  std::random_device rd;
+  uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return fmt::format("{:016x}", v);
+}
+
+}  // namespace
+
+struct SegmentHeader {
+  uint64_t magic = 0;
+  uint32_t version = 0;
+  int32_t rank = 0;
+  int32_t size = 0;
+  int32_t pid = 0;
+  uint64_t pidns = 0;
+  uint64_t segment_bytes = 0;
+  uint64_t chan_offset = 0;
+  uint64_t chan_stride = 0;
+  uint64_t slot_payload = 0;
+  int32_t num_slots = 0;
+  uint64_t window_offset = 0;
+  uint64_t window_bytes = 0;
+  FutexWord doorbell;
+  FutexWord barrier;  // the group's counter lives in rank 0's segment
+  alignas(64) std::atomic<uint32_t> arrived_step{0};
+  alignas(64) std::atomic<int32_t> abort_rank{-1};  // group-wide in rank 0's
+  alignas(64) std::atomic<uint32_t> waiting{0};     // this rank is blocked waiting for peers
+  char abort_reason[512] = {};
+};
+static_assert(sizeof(SegmentHeader) <= kPage);
+
+namespace {
+
+struct Mapping {
+  std::string name;
+  int fd = -1;
+  uint8_t* base = nullptr;
+  size_t bytes = 0;
+};
+
+StatusOr<Mapping> CreateSegment(size_t bytes) {
+  Mapping m;
+  static std::atomic<int> counter{0};
+  m.name = fmt::format("/tessera-shm-{}-{}-{}", getpid(), counter.fetch_add(1), RandomHex());
+  m.fd = shm_open(m.name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (m.fd < 0) return IoError("shm_open('{}') failed: {}", m.name, std::strerror(errno));
+  if (ftruncate(m.fd, static_cast<off_t>(bytes)) != 0) {
+    Status st = IoError("ftruncate('{}', {} bytes) failed: {} (is /dev/shm large enough?)", m.name, bytes,
+                        std::strerror(errno));
+    close(m.fd);
+    shm_unlink(m.name.c_str());
+    return st;
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, m.fd, 0);
+  if (p == MAP_FAILED) {
+    Status st = IoError("mmap('{}', {} bytes) failed: {}", m.name, bytes, std::strerror(errno));
+    close(m.fd);
+    shm_unlink(m.name.c_str());
+    return st;
+  }
+  close(m.fd);
+  m.fd = -1;
+  m.base = static_cast<uint8_t*>(p);
+  m.bytes = bytes;
+  return m;
+}
+
+StatusOr<uint8_t*> MapPeerSegment(const std::string& name, size_t bytes) {
+  int fd = shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) return IoError("shm_open('{}') of a peer segment failed: {}", name, std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+    close(fd);
+    return DataLoss("peer segment '{}' has {} bytes, expected {}", name, static_cast<long long>(st.st_size), bytes);
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return IoError("mmap of peer segment '{}' failed: {}", name, std::strerror(errno));
+  return static_cast<uint8_t*>(p);
+}
+
+std::vector<std::string> SplitLines(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) out.push_back(line);
+  return out;
+}
+
+ChannelView ChannelOf(uint8_t* base, const SegmentHeader* h, int dest) {
+  ChannelView v;
+  uint8_t* p = base + h->chan_offset + static_cast<size_t>(dest) * h->chan_stride;
+  v.ctl = reinterpret_cast<ChannelCtl*>(p);
+  v.slots = p + sizeof(ChannelCtl);
+  v.num_slots = h->num_slots;
+  v.slot_payload = h->slot_payload;
+  return v;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int size, const Options& options,
+                                                   Timeout timeout) {
+  TESSERA_CHECK(size >= 1 && rank >= 0 && rank < size, "rank {} size {}", rank, size);
+  std::unique_ptr<Context> ctx(new Context());
+  ctx->rank_ = rank;
+  ctx->size_ = size;
+  ctx->options_ = options;
+  ctx->policy_ = MakeSpinPolicy(size);
+
+  // Layout of our segment.
+  size_t window = options.window_bytes ? options.window_bytes : static_cast<size_t>(kWindowKbKnob.Get()) << 10;
+  window = RoundUp(std::max<size_t>(window, kPage), kPage);
+  const size_t p2p = options.p2p_bytes ? options.p2p_bytes : static_cast<size_t>(kP2pKbKnob.Get()) << 10;
+  const int slots = std::max(2, options.p2p_slots);
+  size_t payload = p2p / (static_cast<size_t>(size) * slots);
+  payload = payload > sizeof(SlotHeader) ? payload - sizeof(SlotHeader) : 0;
+  payload = std::clamp<size_t>(payload / 64 * 64, 4096, 1 << 20);
+  const size_t chan_stride = RoundUp(sizeof(ChannelCtl) + slots * (sizeof(SlotHeader) + payload), 64);
+  const size_t chan_offset = kPage;
+  const size_t window_offset = RoundUp(chan_offset + chan_stride * size, 64 << 10);
+  const size_t segment_bytes = window_offset + 2 * window;
+  ctx->window_bytes_ = window;
+  ctx->segment_bytes_ = segment_bytes;
+
+  TESSERA_ASSIGN_OR_RETURN(Mapping mine, CreateSegment(segment_bytes));
+  auto* hdr = new (mine.base) SegmentHeader();
+  hdr->magic = kMagic;
+  hdr->version = kVersion;
+  hdr->rank = rank;
+  hdr->size = size;
+  hdr->pid = getpid();
+  hdr->pidns = PidNamespace();
+  hdr->segment_bytes = segment_bytes;
+  hdr->chan_offset = chan_offset;
+  hdr->chan_stride = chan_stride;
+  hdr->slot_payload = payload;
+  hdr->num_slots = slots;
+  hdr->window_offset = window_offset;
+  hdr->window_bytes = window;
+  for (int d = 0; d < size; ++d) new (mine.base + chan_offset + d * chan_stride) ChannelCtl();
+
+  ctx->bases_.assign(size, nullptr);
+  ctx->headers_.assign(size, nullptr);
+  ctx->windows_.assign(size, nullptr);
+  ctx->hosts_.assign(size, "");
+  ctx->pids_.assign(size, 0);
+  ctx->same_pidns_.assign(size, false);
+  ctx->bases_[rank] = mine.base;
+
+  auto fail = [&](Status st) -> Status {
+    shm_unlink(mine.name.c_str());
+    return st.WithContext(fmt::format("rank {} of {} setting up the shm transport", rank, size));
+  };
+
+  const std::string desc = fmt::format("{}\n{}\n{}\n{}\n{}", mine.name, segment_bytes, options.host_key,
+                                       options.host, getpid());
+  Status st = store.SetString(fmt::format("shm/{}", rank), desc);
+  if (!st.ok()) return fail(st);
+  const auto deadline = Clock::now() + timeout;
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) {
+      ctx->hosts_[r] = options.host;
+      ctx->pids_[r] = getpid();
+      ctx->same_pidns_[r] = true;
+      continue;
+    }
+    auto left = std::chrono::duration_cast<Timeout>(deadline - Clock::now());
+    StatusOr<std::string> peer = store.GetString(fmt::format("shm/{}", r), std::max(left, Timeout(0)));
+    if (!peer.ok()) {
+      return fail(peer.status().WithContext(
+          fmt::format("rank {} did not join within {} ms (its shm segment name never appeared in the store {})", r,
+                      timeout.count(), store.Address())));
+    }
+    std::vector<std::string> f = SplitLines(*peer);
+    if (f.size() < 5) return fail(DataLoss("malformed shm descriptor of rank {}: '{}'", r, *peer));
+    if (f[2] != options.host_key) {
+      return fail(FailedPrecondition("rank {} is on host '{}', not on this host '{}': the shm transport needs "
+                                     "every rank on one host",
+                                     r, f[3], options.host));
+    }
+    size_t bytes = std::stoull(f[1]);
+    StatusOr<uint8_t*> base = MapPeerSegment(f[0], bytes);
+    if (!base.ok()) return fail(base.status().WithContext(fmt::format("mapping rank {}'s segment", r)));
+    auto* ph = reinterpret_cast<SegmentHeader*>(*base);
+    if (ph->magic != kMagic || ph->version != kVersion || ph->rank != r || ph->size != size) {
+      munmap(*base, bytes);
+      return fail(DataLoss("rank {}'s segment '{}' has a bad header (magic/version/rank/size)", r, f[0]));
+    }
+    ctx->bases_[r] = *base;
+    ctx->hosts_[r] = f[3];
+    ctx->pids_[r] = ph->pid;
+    ctx->same_pidns_[r] = ph->pidns == hdr->pidns && ph->pidns != 0;
+  }
+  for (int r = 0; r < size; ++r) {
+    auto* h = reinterpret_cast<SegmentHeader*>(ctx->bases_[r]);
+    ctx->headers_[r] = h;
+    ctx->windows_[r] = ctx->bases_[r] + h->window_offset;
+    if (h->window_bytes != window) {
+      return fail(FailedPrecondition("rank {} uses a {}-byte shm window, this rank {} (set TESSERA_SHM_WINDOW_KB "
+                                     "alike on every rank)",
+                                     r, h->window_bytes, window));
+    }
+  }
+  ctx->pairs_.resize(size);
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    ctx->pairs_[r] = Pair(r, ChannelOf(ctx->bases_[rank], ctx->headers_[rank], r),
+                          ChannelOf(ctx->bases_[r], ctx->headers_[r], rank), &ctx->headers_[rank]->doorbell,
+                          &ctx->headers_[r]->doorbell);
+  }
+  auto left = std::chrono::duration_cast<Timeout>(deadline - Clock::now());
+  st = StoreBarrier(store, "shm/mapped", size, std::max(left, Timeout(1)));
+  if (!st.ok()) return fail(st);
+  shm_unlink(mine.name.c_str());
+  TLOG(DEBUG, "shm transport: rank {}/{} segment {} bytes (window 2 x {}, {} slots x {} per peer)", rank, size,
+       segment_bytes, window, slots, payload);
+  return ctx;
+}
+
+Context::~Context() {
+  for (int r = 0; r < size_; ++r) {
+    if (bases_.size() > static_cast<size_t>(r) && bases_[r] != nullptr) {
+      size_t bytes = r == rank_ ? segment_bytes_ : headers_[r] ? headers_[r]->segment_bytes : segment_bytes_;
+      munmap(bases_[r], bytes);
+    }
+  }
+}
+
+std::string Context::PeerDescription(int peer) const {
+  if (peer < 0 || peer >= size_) return fmt::format("rank {}", peer);
+  return fmt::format("rank {} (host {}, pid {})", peer, hosts_[peer], pids_[peer]);
+}
+
+bool Context::PeerDead(int peer, std::string* why) const {
+  if (!same_pidns_[peer]) return false;
+  const int pid = pids_[peer];
+  if (pid == getpid()) return false;  // ranks as threads of this process
+  if (kill(pid, 0) != 0 && errno == ESRCH) {
+    *why = "its process is gone";
+    return true;
+  }
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string text;
+  std::getline(stat, text);
+  const size_t paren = text.rfind(')');
+  if (paren != std::string::npos && paren + 2 < text.size() && (text[paren + 2] == 'Z' || text[paren + 2] == 'X')) {
+    *why = "its process exited (zombie)";
+    return true;
+  }
+  return false;
+}
+
+Status Context::CheckHealth(const OpContext& ctx, const std::vector<int>& waiting_for, const std::string& what,
+                            int64_t* next_liveness_ns) const {
+  if (ctx.Aborted()) return Aborted("{}: aborted on this rank (Communicator::Abort)", ctx.op_name);
+  const int ar = headers_[0]->abort_rank.load(std::memory_order_acquire);
+  if (ar >= 0 && ar < size_) {
+    std::string reason(headers_[ar]->abort_reason, strnlen(headers_[ar]->abort_reason, sizeof(SegmentHeader::abort_reason)));
+    return Aborted("{}: {} aborted the communicator: {}", ctx.op_name, PeerDescription(ar),
+                   reason.empty() ? "no reason given" : reason);
+  }
+  const int64_t now = NowNs();
+  if (now >= *next_liveness_ns) {
+    *next_liveness_ns = now + kLivenessPeriodNs;
+    for (int p : waiting_for) {
+      std::string why;
+      if (PeerDead(p, &why)) {
+        return Unavailable("{}: {} died ({}) while this rank was waiting {}", ctx.op_name, PeerDescription(p), why,
+                           what);
+      }
+    }
+  }
+  const auto now_tp = Clock::now();
+  if (now_tp >= ctx.deadline) {
+    // Blame a peer that is not itself blocked waiting (it stalled or died);
+    // if every awaited peer is waiting too, give the rank they wait for a
+    // grace period to time out first and abort with the root cause.
+    bool all_waiting = !waiting_for.empty();
+    for (int p : waiting_for) all_waiting = all_waiting && headers_[p]->waiting.load(std::memory_order_acquire) != 0;
+    const auto grace = std::min<Clock::duration>(ctx.timeout / 4, std::chrono::seconds(2));
+    if (all_waiting && now_tp < ctx.deadline + grace) return Status::Ok();
+    std::string peers;
+    for (int p : waiting_for) peers += (peers.empty() ? "" : ", ") + PeerDescription(p);
+    return DeadlineExceeded("{}: timed out after {} ms waiting {}; no progress from {}{}", ctx.op_name,
+                            ctx.timeout.count(), what, peers.empty() ? "any peer" : peers,
+                            all_waiting ? " (itself waiting for others)" : "");
+  }
+  return Status::Ok();
+}
+
+Status Context::StepBarrier(const OpContext& ctx) {
+  ++step_;
+  headers_[rank_]->arrived_step.store(step_, std::memory_order_release);
+  FutexWord& bar = headers_[0]->barrier;
+  const uint32_t target = step_ * static_cast<uint32_t>(size_);
+  const uint32_t v = bar.value.fetch_add(1, std::memory_order_seq_cst) + 1;
+  if (v == target) {
+    WakeIfWaiting(bar);
+    return Status::Ok();
+  }
+  int64_t next_live = NowNs() + kLivenessPeriodNs;
+  auto ready = [&] { return static_cast<int32_t>(bar.value.load(std::memory_order_acquire) - target) >= 0; };
+  auto check = [&]() -> Status {
+    std::vector<int> missing;
+    for (int r = 0; r < size_; ++r) {
+      if (static_cast<int32_t>(headers_[r]->arrived_step.load(std::memory_order_acquire) - step_) < 0) {
+        missing.push_back(r);
+      }
+    }
+    return CheckHealth(ctx, missing, fmt::format("for all ranks to reach shm step {}", step_), &next_live);
+  };
+  headers_[rank_]->waiting.store(1, std::memory_order_release);
+  Status st = SpinThenSleep(bar, policy_, ready, check);
+  headers_[rank_]->waiting.store(0, std::memory_order_release);
+  return st;
+}
+
+Status Context::Exchange(std::span<P2pOp> ops, const OpContext& ctx) {
+  FutexWord& bell = headers_[rank_]->doorbell;
+  int64_t next_live = NowNs() + kLivenessPeriodNs;
+  while (true) {
+    const uint32_t seen = bell.value.load(std::memory_order_seq_cst);
+    bool moved = false;
+    bool all_done = true;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      P2pOp& op = ops[i];
+      if (op.complete) continue;
+      all_done = false;
+      bool blocked = false;  // FIFO per (peer, direction)
+      for (size_t j = 0; j < i && !blocked; ++j) {
+        blocked = !ops[j].complete && ops[j].peer == op.peer && ops[j].kind == op.kind;
+      }
+      if (blocked) continue;
+      TESSERA_CHECK(op.peer >= 0 && op.peer < size_ && op.peer != rank_, "{}: bad peer {}", ctx.op_name, op.peer);
+      if (op.kind == P2pOp::Kind::kSend) {
+        moved |= pairs_[op.peer].ProgressSend(op);
+      } else {
+        StatusOr<bool> r = pairs_[op.peer].ProgressRecv(op, ctx);
+        if (!r.ok()) return r.status();
+        moved |= *r;
+      }
+    }
+    if (all_done) return Status::Ok();
+    if (moved) continue;
+    auto ready = [&] { return bell.value.load(std::memory_order_acquire) != seen; };
+    auto check = [&]() -> Status {
+      std::vector<int> peers;
+      std::string what;
+      for (const P2pOp& op : ops) {
+        if (op.complete) continue;
+        if (std::find(peers.begin(), peers.end(), op.peer) == peers.end()) peers.push_back(op.peer);
+        if (what.size() < 400) {
+          what += fmt::format("{}{} {} (tag {}, {} of {} bytes)", what.empty() ? "to " : "; ",
+                              op.kind == P2pOp::Kind::kSend ? "send to" : "receive from", op.peer, op.tag,
+                              op.done_bytes, op.bytes);
+        }
+      }
+      return CheckHealth(ctx, peers, what, &next_live);
+    };
+    headers_[rank_]->waiting.store(1, std::memory_order_release);
+    Status st = SpinThenSleep(bell, policy_, ready, check);
+    headers_[rank_]->waiting.store(0, std::memory_order_release);
+    TESSERA_RETURN_IF_ERROR(st);
+  }
+}
+
+void Context::Abort(std::string_view reason) {
+  SegmentHeader* me = headers_[rank_];
+  if (me->abort_reason[0] == '\0') {
+    const size_t n = std::min(reason.size(), sizeof(SegmentHeader::abort_reason) - 1);
+    std::memcpy(me->abort_reason, reason.data(), n);
+    me->abort_reason[n] = '\0';
+  }
+  int32_t expected = -1;
+  headers_[0]->abort_rank.compare_exchange_strong(expected, rank_, std::memory_order_seq_cst);
+  for (int r = 0; r < size_; ++r) Ring(headers_[r]->doorbell);
+  FutexWakeAll(&headers_[0]->barrier.value);
+}
+
+}  // namespace tessera::comm::transport::shm

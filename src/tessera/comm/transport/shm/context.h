@@ -1,0 +1,105 @@
+// The shm transport of one communicator whose ranks share a host. Each rank
+// creates one shared-memory segment (shm_open + mmap, pre-faulted once and
+// reused by every operation) holding
+//   - a header: doorbell futex, barrier counter (rank 0's is the group's),
+//     last barrier step reached, abort word + reason, pid for liveness;
+//   - outgoing point-to-point channels, one ring of slots per peer (pair.h);
+//   - a two-parity "window" that peers read directly (zero-copy collectives
+//     in algo/shm_direct.cc).
+// Segment names travel through the Store ("shm/<rank>"); once every rank
+// mapped every segment (a store barrier), each rank unlinks its name, so
+// nothing is left in /dev/shm even if the job is killed later.
+//
+// Step protocol for windows: StepBarrier() numbers barriers 1, 2, ...
+// Data a rank writes into its window for barrier s goes to parity
+// NextParity() (= s & 1) before calling StepBarrier(); after it returns,
+// every rank may read every window's parity s & 1 until it arrives at
+// barrier s + 1. Because no rank passes barrier s + 1 before all arrived,
+// writing parity (s + 1) & 1 right after barrier s is safe: this double
+// buffering lets a step read one chunk while staging the next.
+//
+// Failure handling: every wait spins briefly then sleeps on a futex in
+// bounded slices, checking the op deadline, the local abort flag, the group
+// abort word (set by any rank's Abort) and, every 100 ms, whether the
+// peers it waits for are still alive (same pid namespace: kill(pid, 0) and
+// zombie state). Errors name the op, the peer rank, host and pid.
+// Thread-safety: one executor thread at a time; Abort() from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/base/status.h"
+#include "tessera/comm/store.h"
+#include "tessera/comm/transport/shm/pair.h"
+#include "tessera/comm/transport/shm/waiter.h"
+#include "tessera/comm/transport/transport.h"
+
+namespace tessera::comm::transport::shm {
+
+struct Options {
+  size_t window_bytes = 2 << 20;  // per parity; 0 = TESSERA_SHM_WINDOW_KB
+  size_t p2p_bytes = 0;           // all outgoing channels together; 0 = TESSERA_SHM_P2P_KB
+  int p2p_slots = 4;              // slots per directed channel
+  std::string host;               // this rank's host name for messages
+  std::string host_key;           // same-host identity (hostname + boot id)
+};
+
+struct SegmentHeader;
+
+class Context final : public Transport {
+ public:
+  // Collective over the store: every rank of the group calls it. Fails if a
+  // peer is on another host (different host_key) or does not join within
+  // `timeout` (naming it).
+  static StatusOr<std::unique_ptr<Context>> Create(Store& store, int rank, int size, const Options& options,
+                                                   Timeout timeout);
+  ~Context() override;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  TransportKind kind() const override { return TransportKind::kShm; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Status Exchange(std::span<P2pOp> ops, const OpContext& ctx) override;
+  void Abort(std::string_view reason) override;
+  std::string PeerDescription(int peer) const override;
+
+  // Windows.
+  size_t window_bytes() const { return window_bytes_; }
+  uint8_t* window(int rank, int parity) const { return windows_[rank] + parity * window_bytes_; }
+  int NextParity() const { return static_cast<int>((step_ + 1) & 1u); }
+  // All ranks arrive; returns when all did (or fails naming the missing).
+  Status StepBarrier(const OpContext& ctx);
+  uint32_t step() const { return step_; }
+
+  const SpinPolicy& spin_policy() const { return policy_; }
+  size_t segment_bytes() const { return segment_bytes_; }
+
+ private:
+  Context() = default;
+  Status CheckHealth(const OpContext& ctx, const std::vector<int>& waiting_for, const std::string& what,
+                     int64_t* next_liveness_ns) const;
+  bool PeerDead(int peer, std::string* why) const;
+
+  int rank_ = 0;
+  int size_ = 1;
+  Options options_;
+  SpinPolicy policy_;
+  size_t segment_bytes_ = 0;
+  size_t window_bytes_ = 0;
+  std::vector<uint8_t*> bases_;  // mapped segments by rank (ours included)
+  std::vector<SegmentHeader*> headers_;
+  std::vector<uint8_t*> windows_;
+  std::vector<Pair> pairs_;  // by peer rank (ours unused)
+  std::vector<std::string> hosts_;
+  std::vector<int> pids_;
+  std::vector<bool> same_pidns_;
+  uint32_t step_ = 0;
+};
+
+}  // namespace tessera::comm::transport::shm
