@@ -89,6 +89,21 @@ TEST(Elementwise, LowPrecisionRoundsOnce) {
   EXPECT_EQ(q.ToFloatVector()[1], bf16(3.0f / 7.0f).ToFloat());
 }
 
+TEST(Elementwise, EmptyAndScalarTensors) {
+  for (Impl impl : kImpls) {
+    ScopedImpl scope(impl);
+    Tensor empty = Tensor::Zeros({0, 5}), row = Tensor::Full({5}, 2.0);
+    EXPECT_EQ(Add(empty, row).shape(), (Shape{0, 5}));
+    BinaryGrads g = BinaryBackward(BinaryOp::kMul, empty, empty, row);
+    EXPECT_EQ(g.grad_a.shape(), (Shape{0, 5}));
+    EXPECT_EQ(g.grad_b.ToFloatVector(), (std::vector<float>(5, 0.0f)));
+    Tensor s = Tensor::Scalar(3.0);
+    EXPECT_EQ(Mul(s, s).Item(), 9.0);
+    EXPECT_EQ(Add(s, row).ToFloatVector(), (std::vector<float>(5, 5.0f)));
+    EXPECT_EQ(BinaryBackward(BinaryOp::kAdd, Tensor::Full({5}, 1.0), s, row).grad_a.Item(), 5.0);
+  }
+}
+
 TEST(Elementwise, RejectsBadArguments) {
   Tensor a = Tensor::Zeros({2, 3});
   EXPECT_THROW(Add(a, Tensor::Zeros({4})), OpError);

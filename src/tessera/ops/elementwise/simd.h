@@ -31,8 +31,10 @@ namespace tessera::ops::kern {
 
 // True when the CPU runs AVX-512 F/BW/VL/DQ and no test forced the AVX2 path.
 bool HasAvx512();
-// Forces the AVX2 kernels (tests use it to cover both paths on one machine);
-// process-wide, not meant to be toggled while kernels run.
+// Forces the AVX2 variant of the explicitly dispatched kernels (simd.h users
+// and dropout's Philox) so tests cover both paths on one machine; the
+// auto-vectorized TESSERA_MULTIVERSION kernels keep their load-time clone.
+// Process-wide, not meant to be toggled while kernels run.
 void ForceAvx2ForTesting(bool force);
 
 template <int W>

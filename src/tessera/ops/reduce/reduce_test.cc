@@ -86,6 +86,21 @@ TEST(Reduce, ResultsIndependentOfThreadCount) {
   }
 }
 
+TEST(Reduce, EmptyAndScalarTensors) {
+  for (Impl impl : kImpls) {
+    ScopedImpl scope(impl);
+    Tensor empty = Tensor::Zeros({0, 5});
+    EXPECT_EQ(Sum(empty, {0}).ToFloatVector(), (std::vector<float>(5, 0.0f)));
+    EXPECT_EQ(Sum(empty).Item(), 0.0);
+    EXPECT_EQ(Sum(empty, {1}).shape(), (Shape{0}));
+    EXPECT_THROW(Mean(empty), OpError);
+    Tensor s = Tensor::Scalar(3.0);
+    EXPECT_EQ(Sum(s).Item(), 3.0);
+    EXPECT_EQ(Mean(s).Item(), 3.0);
+    EXPECT_EQ(SumBackward(Tensor::Scalar(2.0), {2, 2}, {}, false).ToFloatVector(), (std::vector<float>(4, 2.0f)));
+  }
+}
+
 TEST(Reduce, RejectsBadArguments) {
   Tensor x = Tensor::Zeros({2, 3});
   EXPECT_THROW(Sum(x, {2}), OpError);

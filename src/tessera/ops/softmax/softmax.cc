@@ -133,6 +133,7 @@ void ForRows(const Tensor& in0, const Tensor& in1, Tensor& out, int64_t rows, in
 
 std::vector<float> ForwardReference(Kind kind, const std::vector<float>& x, int64_t A, int64_t R, int64_t B) {
   std::vector<float> y(x.size());
+  if (R == 0) return y;
   for (int64_t a = 0; a < A; ++a) {
     for (int64_t b = 0; b < B; ++b) {
       auto at = [&](int64_t r) { return (a * R + r) * B + b; };

@@ -80,6 +80,15 @@ TEST(Softmax, InnerAxisMatchesTransposedLastAxis) {
   }
 }
 
+TEST(Softmax, EmptyTensors) {
+  for (Impl impl : kImpls) {
+    ScopedImpl scope(impl);
+    EXPECT_EQ(Softmax(Tensor::Zeros({0, 5})).shape(), (Shape{0, 5}));
+    EXPECT_EQ(LogSoftmax(Tensor::Zeros({3, 0})).shape(), (Shape{3, 0}));
+    EXPECT_EQ(SoftmaxBackward(Tensor::Zeros({3, 0}), Tensor::Zeros({3, 0})).shape(), (Shape{3, 0}));
+  }
+}
+
 TEST(Softmax, RejectsBadArguments) {
   Tensor x = Tensor::Zeros({2, 3});
   EXPECT_THROW(Softmax(x, 2), OpError);
