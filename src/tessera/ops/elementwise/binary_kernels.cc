@@ -18,25 +18,32 @@ TESSERA_ALWAYS_INLINE float Apply(float a, float b) {
   if constexpr (kOp == BinaryOp::kDiv) return a / b;
 }
 
-template <BinaryOp kOp>
-TESSERA_ALWAYS_INLINE void ForwardLoop(const float* __restrict a, bool sa, const float* __restrict b, bool sb,
-                                       float* __restrict out, int64_t n) {
+// Element access for fp32 and bf16 (raw bits) spans; bf16 rounds to nearest
+// even exactly like bf16::FromFloat. Both auto-vectorize.
+TESSERA_ALWAYS_INLINE float Ld(const float* p, int64_t i) { return p[i]; }
+TESSERA_ALWAYS_INLINE float Ld(const uint16_t* p, int64_t i) { return Bf16BitsToF32(p[i]); }
+TESSERA_ALWAYS_INLINE void St(float* p, int64_t i, float v) { p[i] = v; }
+TESSERA_ALWAYS_INLINE void St(uint16_t* p, int64_t i, float v) { p[i] = F32ToBf16Bits(v); }
+
+template <BinaryOp kOp, typename T>
+TESSERA_ALWAYS_INLINE void ForwardLoop(const T* __restrict a, bool sa, const T* __restrict b, bool sb,
+                                       T* __restrict out, int64_t n) {
   if (sa && sb) {
-    for (int64_t i = 0; i < n; ++i) out[i] = Apply<kOp>(a[i], b[i]);
+    for (int64_t i = 0; i < n; ++i) St(out, i, Apply<kOp>(Ld(a, i), Ld(b, i)));
   } else if (sa) {
-    const float y = b[0];
-    for (int64_t i = 0; i < n; ++i) out[i] = Apply<kOp>(a[i], y);
+    const float y = Ld(b, 0);
+    for (int64_t i = 0; i < n; ++i) St(out, i, Apply<kOp>(Ld(a, i), y));
   } else if (sb) {
-    const float x = a[0];
-    for (int64_t i = 0; i < n; ++i) out[i] = Apply<kOp>(x, b[i]);
+    const float x = Ld(a, 0);
+    for (int64_t i = 0; i < n; ++i) St(out, i, Apply<kOp>(x, Ld(b, i)));
   } else {
-    const float v = Apply<kOp>(a[0], b[0]);
-    for (int64_t i = 0; i < n; ++i) out[i] = v;
+    const float v = Apply<kOp>(Ld(a, 0), Ld(b, 0));
+    for (int64_t i = 0; i < n; ++i) St(out, i, v);
   }
 }
 
-TESSERA_MULTIVERSION void ForwardF32(BinaryOp op, const float* a, bool sa, const float* b, bool sb, float* out,
-                                     int64_t n) {
+template <typename T>
+TESSERA_ALWAYS_INLINE void ForwardDispatch(BinaryOp op, const T* a, bool sa, const T* b, bool sb, T* out, int64_t n) {
   switch (op) {
     case BinaryOp::kAdd:
       ForwardLoop<BinaryOp::kAdd>(a, sa, b, sb, out, n);
@@ -51,6 +58,17 @@ TESSERA_MULTIVERSION void ForwardF32(BinaryOp op, const float* a, bool sa, const
       ForwardLoop<BinaryOp::kDiv>(a, sa, b, sb, out, n);
       break;
   }
+}
+
+TESSERA_MULTIVERSION void ForwardF32(BinaryOp op, const float* a, bool sa, const float* b, bool sb, float* out,
+                                     int64_t n) {
+  ForwardDispatch(op, a, sa, b, sb, out, n);
+}
+
+// bf16 in, bf16 out, converted in registers (no scratch round trip).
+TESSERA_MULTIVERSION void ForwardBf16(BinaryOp op, const uint16_t* a, bool sa, const uint16_t* b, bool sb,
+                                      uint16_t* out, int64_t n) {
+  ForwardDispatch(op, a, sa, b, sb, out, n);
 }
 
 // Gradients of mul/div for one span: ga = dL/da, gb = dL/db (unreduced).
@@ -110,6 +128,15 @@ void BinaryForward(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
   const void* ap = a.raw_data();
   const void* bp = b.raw_data();
   void* op_base = out.raw_data();
+  if (dt == DType::kBF16) {
+    const uint16_t* a16 = static_cast<const uint16_t*>(ap);
+    const uint16_t* b16 = static_cast<const uint16_t*>(bp);
+    uint16_t* o16 = static_cast<uint16_t*>(op_base);
+    ForEachSpan(p, kParallelMemoryBound, [&](const int64_t* off, int64_t, int64_t len, int64_t out_off) {
+      ForwardBf16(op, a16 + off[0], sa, b16 + off[1], sb, o16 + out_off, len);
+    });
+    return;
+  }
   ForEachSpan(p, kParallelMemoryBound, [&](const int64_t* off, int64_t, int64_t len, int64_t out_off) {
     const float* af = AsF32(dt, ElemPtr(ap, dt, off[0]), sa ? len : 1, 0);
     const float* bf = AsF32(dt, ElemPtr(bp, dt, off[1]), sb ? len : 1, 1);
