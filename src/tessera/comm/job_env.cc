@@ -329,8 +329,8 @@ StatusOr<JobEnv> ParseJobEnv(const EnvMap& map) {
   }
   if (st.ok()) st = ResolveMaster(env, job, job_id);
   if (st.ok()) st = ResolveToken(env, job, job_id);
-  if (st.ok() && env.Has("TESSERA_STORE_HOSTED")) {
-    std::string v = *env.Get("TESSERA_STORE_HOSTED");
+  if (st.ok()) {
+    const std::string v = env.Get("TESSERA_STORE_HOSTED").value_or("0");
     if (v != "0" && v != "1") return InvalidArgument("TESSERA_STORE_HOSTED='{}' must be 0 or 1", v);
     job.store_hosted = v == "1";
   }

@@ -1,0 +1,88 @@
+// `tessera launch --nproc N [--nnodes M --node-rank R --master ADDR:PORT]
+//  [--token T] [--timeout S] [--grace S] -- CMD ARGS...`: starts N local
+// ranks of CMD with the torchrun-style job environment (RANK, WORLD_SIZE,
+// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TESSERA_JOB_TOKEN),
+// hosts the job's store on node 0, prefixes output lines with the rank,
+// forwards signals, and stops the job when a rank fails. The exit code is
+// the job's (see comm/launcher.h).
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+#include "tessera/comm/launcher.h"
+
+namespace tessera::cli {
+namespace {
+
+struct LaunchArgs {
+  int nproc = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master;
+  std::string token;
+  double timeout_s = 0;
+  double grace_s = 5;
+  double connect_timeout_s = 300;
+  bool no_prefix = false;
+  std::vector<std::string> command;
+};
+
+comm::Timeout Seconds(double s) { return comm::Timeout(static_cast<int64_t>(std::llround(s * 1000.0))); }
+
+Status ToOptions(const LaunchArgs& a, comm::LaunchOptions* o) {
+  o->nproc = a.nproc;
+  o->nnodes = a.nnodes;
+  o->node_rank = a.node_rank;
+  if (!a.master.empty()) {
+    TESSERA_RETURN_IF_ERROR(comm::ParseHostPort(a.master, &o->master_addr, &o->master_port).WithContext("in --master"));
+  }
+  o->token = a.token;
+  if (a.timeout_s < 0 || a.grace_s < 0 || a.connect_timeout_s <= 0) {
+    return InvalidArgument("--timeout and --grace must be >= 0 and --connect-timeout > 0");
+  }
+  o->job_timeout = Seconds(a.timeout_s);
+  o->grace = Seconds(a.grace_s);
+  o->connect_timeout = Seconds(a.connect_timeout_s);
+  o->prefix_output = !a.no_prefix;
+  o->command = a.command;
+  return Status::Ok();
+}
+
+void Run(const LaunchArgs& args) {
+  comm::LaunchOptions options;
+  ExitWith(ToOptions(args, &options));
+  auto result = comm::RunLaunch(options);
+  ExitWith(result.status());
+  if (result->exit_code != 0) throw CLI::RuntimeError(result->exit_code);
+}
+
+}  // namespace
+
+void RegisterLaunchCommand(CLI::App& app) {
+  auto args = std::make_shared<LaunchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "launch",
+      "Start the local ranks of a job: `tessera launch --nproc N -- CMD ARGS...` (each rank gets RANK, "
+      "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and TESSERA_JOB_TOKEN)");
+  cmd->add_option("--nproc", args->nproc, "ranks to start on this node")->required()->check(CLI::Range(1, 4096));
+  cmd->add_option("--nnodes", args->nnodes, "nodes in the job")->check(CLI::PositiveNumber);
+  cmd->add_option("--node-rank", args->node_rank, "this node's index (0 hosts the job store)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--master", args->master,
+                  "ADDR:PORT of node 0's job store (required with --nnodes > 1; optional port on one node)");
+  cmd->add_option("--token", args->token,
+                  "job token shared by all nodes (default: TESSERA_JOB_TOKEN, else node 0 generates one)");
+  cmd->add_option("--timeout", args->timeout_s, "stop the job after S seconds (0: no limit)");
+  cmd->add_option("--grace", args->grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks");
+  cmd->add_option("--connect-timeout", args->connect_timeout_s,
+                  "seconds to wait for node 0's store (and, on node 0, for the other nodes to finish)");
+  cmd->add_flag("--no-prefix", args->no_prefix, "do not prefix output lines with [rank R]");
+  cmd->add_option("command", args->command, "the command to run, after --")->required();
+  cmd->callback([args] { Run(*args); });
+}
+
+}  // namespace tessera::cli
