@@ -64,8 +64,6 @@ int main(int argc, char** argv) {
   cli::RegisterTrainCommand(app);
   cli::RegisterDataCommand(app);
   cli::RegisterLaunchCommand(app);
-  cli::RegisterCclPerfCommand(app);
-  cli::RegisterTopoCommand(app);
 
   if (base::LogEnabled(base::LogLevel::kInfo)) {
     TLOG(INFO, "tessera {} ({} {}); knobs:\n{}", TESSERA_VERSION, TESSERA_BUILD_COMPILER, TESSERA_BUILD_TYPE,
