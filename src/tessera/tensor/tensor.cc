@@ -328,6 +328,22 @@ void Tensor::CopyFrom(const Tensor& src) {
     for (int64_t i = 0, n = numel(); i < n; ++i) d[i] = bf16(s[i]);
     return;
   }
+  if (dt == st) {
+    // Strided copy with a typed inner loop per element size.
+    auto copy = [&](auto tag) {
+      using T = decltype(tag);
+      T* d = reinterpret_cast<T*>(dst_base);
+      const T* s = reinterpret_cast<const T*>(src_base);
+      ForEachIndex2(shape(), impl_->strides, impl_->offset, src.impl_->strides, src.impl_->offset,
+                    [&](int64_t od, int64_t os) { d[od] = s[os]; });
+    };
+    switch (des) {
+      case 2: copy(uint16_t{}); return;
+      case 4: copy(uint32_t{}); return;
+      case 8: copy(uint64_t{}); return;
+      default: break;
+    }
+  }
   ForEachIndex2(shape(), impl_->strides, impl_->offset, src.impl_->strides, src.impl_->offset,
                 [&](int64_t od, int64_t os) {
                   if (dt == st) {
