@@ -92,9 +92,17 @@ Status PointToPoint(const CollectiveArgs& a, AlgoEnv& env) {
         CopyBytes(a.recv, a.send, std::min(a.count, a.recv_count) * elem);
         return Status::Ok();
       }
-      ops.push_back(P2pOp::Send(a.peer, a.tag, a.send, a.count * elem));
+    {
+      const void* send = a.send;
+      if (a.send == a.recv && a.count > 0) {  // in place: send from a copy
+        uint8_t* copy = env.scratch->Get(0, a.count * elem);
+        std::memcpy(copy, a.send, a.count * elem);
+        send = copy;
+      }
+      ops.push_back(P2pOp::Send(a.peer, a.tag, send, a.count * elem));
       ops.push_back(P2pOp::Recv(a.recv_peer, a.tag, a.recv, a.recv_count * elem));
       break;
+    }
     default:
       return Internal("PointToPoint called for {}", CollectiveName(a.kind));
   }

@@ -79,6 +79,13 @@ class Communicator {
 
   static StatusOr<std::unique_ptr<Communicator>> Create(std::shared_ptr<Store> store, int rank, int size,
                                                         CommOptions options = {});
+  // The job's world communicator from the environment (job_env.h: `tessera
+  // launch`/torchrun RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+  // TESSERA_JOB_TOKEN; Open MPI OMPI_COMM_WORLD_*; Slurm SLURM_*; or a
+  // single process). Connects to (rank 0: hosts, unless the launcher does)
+  // the job's authenticated store; the communicator keeps it alive, so
+  // rank 0 should destroy its communicator last (e.g. after a Barrier).
+  static StatusOr<std::unique_ptr<Communicator>> FromEnvironment(CommOptions options = {});
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
