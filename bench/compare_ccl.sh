@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Compares Tessera's collectives with Open MPI and Gloo on this machine, in
+# one run, same sizes, same conventions (nccl-tests' size/busbw; buffers
+# allocated once; mean over ranks of the per-iteration time; out of place):
+#   tessera:  tessera launch --nproc N -- tessera ccl-perf OP ...
+#   Open MPI: mpirun --oversubscribe -np N mpi_coll_perf OP ...   (bench/mpi_coll_perf.c)
+#   Gloo:     tessera launch --nproc N -- gloo_coll_perf OP ...  (bench/gloo_coll_perf.cc, tcp device)
+# and prints, per op and rank count, each library's time and busbw per size
+# with Tessera's speedup (peer time / Tessera time; > 1 = Tessera faster),
+# then the issue-3 goal checks (all-reduce busbw at 64 MiB >= 1.5x Open MPI
+# and >= 3x Gloo at 2/4/8 ranks; 8-byte all-reduce at 2 ranks no slower than
+# Open MPI; all-to-all busbw at 64 MiB >= 1.5x Open MPI).
+#
+# usage: bench/compare_ccl.sh [--build DIR] [--ranks "2 4 8"] [--ops "allreduce alltoall"]
+#                             [-b 8] [-e 64M] [-f 8] [-n 20] [-w 5] [--no-mpi] [--no-gloo]
+# Needs the build's tessera, mpi_coll_perf and gloo_coll_perf (cmake with
+# TESSERA_BUILD_BENCH=ON; the last two only when Open MPI / Gloo are installed).
+# Extra ccl-perf flags: TESSERA_PERF_ARGS="-z 1". Run it on an idle machine.
+set -euo pipefail
+
+BUILD=build
+RANKS="2 4 8"
+OPS="allreduce alltoall"
+MINB=8
+MAXB=64M
+FACTOR=8
+ITERS=20
+WARMUP=5
+USE_MPI=1
+USE_GLOO=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build) BUILD="$2"; shift 2 ;;
+    --ranks) RANKS="$2"; shift 2 ;;
+    --ops) OPS="$2"; shift 2 ;;
+    -b) MINB="$2"; shift 2 ;;
+    -e) MAXB="$2"; shift 2 ;;
+    -f) FACTOR="$2"; shift 2 ;;
+    -n) ITERS="$2"; shift 2 ;;
+    -w) WARMUP="$2"; shift 2 ;;
+    --no-mpi) USE_MPI=0; shift ;;
+    --no-gloo) USE_GLOO=0; shift ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+
+TESSERA="$BUILD/bin/tessera"
+MPIBIN="$BUILD/bin/mpi_coll_perf"
+GLOOBIN="$BUILD/bin/gloo_coll_perf"
+[[ -x "$TESSERA" ]] || { echo "no $TESSERA (build the tessera target)" >&2; exit 1; }
+if [[ $USE_MPI == 1 && ( ! -x "$MPIBIN" || -z "$(command -v mpirun)" ) ]]; then
+  echo "# Open MPI benchmark unavailable ($MPIBIN or mpirun missing): skipped" >&2; USE_MPI=0
+fi
+if [[ $USE_GLOO == 1 && ! -x "$GLOOBIN" ]]; then
+  echo "# Gloo benchmark unavailable ($GLOOBIN missing): skipped" >&2; USE_GLOO=0
+fi
+MPIRUN=(mpirun --oversubscribe --bind-to none)
+[[ $(id -u) == 0 ]] && MPIRUN+=(--allow-run-as-root)
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+COMMON=(-b "$MINB" -e "$MAXB" -f "$FACTOR" -n "$ITERS" -w "$WARMUP")
+
+# Data rows -> "size time_us busbw" (strips the launcher's "[rank 0] " prefix).
+rows() { sed -e 's/^\[rank [0-9]*\] //' "$1" | awk '$1 ~ /^[0-9]+$/ && NF >= 8 { print $1, $6, $8 }'; }
+avg_line() { sed -e 's/^\[rank [0-9]*\] //' "$1" | awk -F: '/Avg bus bandwidth/ { gsub(/ /, "", $2); print $2 }'; }
+
+echo "# compare_ccl: $(date -u +%FT%TZ) on $(hostname), $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# sizes $MINB..$MAXB x$FACTOR, $ITERS iterations ($WARMUP warm-up), float sum, out of place"
+GOALS=()
+for op in $OPS; do
+  for n in $RANKS; do
+    t="$WORK/t.$op.$n"; m="$WORK/m.$op.$n"; g="$WORK/g.$op.$n"
+    # shellcheck disable=SC2086
+    "$TESSERA" launch --nproc "$n" -- "$TESSERA" ccl-perf "$op" "${COMMON[@]}" -c 0 ${TESSERA_PERF_ARGS:-} >"$t" 2>"$t.err" \
+      || { echo "tessera ccl-perf failed:" >&2; cat "$t.err" >&2; exit 1; }
+    : >"$m"; : >"$g"
+    if [[ $USE_MPI == 1 ]]; then
+      "${MPIRUN[@]}" -np "$n" "$MPIBIN" "$op" "${COMMON[@]}" >"$m" 2>"$m.err" || echo "# Open MPI run failed (see below)" >&2
+    fi
+    if [[ $USE_GLOO == 1 && "$op" != "reducescatter" ]]; then
+      store=$(mktemp -d "$WORK/gloo.XXXX")
+      GLOO_STORE_DIR="$store" "$TESSERA" launch --nproc "$n" -- "$GLOOBIN" "$op" "${COMMON[@]}" >"$g" 2>"$g.err" \
+        || echo "# Gloo run failed" >&2
+    fi
+    echo
+    echo "## $op, $n ranks   (time in us; busbw in GB/s; speedup = peer time / tessera time)"
+    printf "%12s  %10s %10s %10s  %8s %8s %8s  %9s %9s\n" size tessera_us mpi_us gloo_us t_busbw mpi_bw gloo_bw "x vs MPI" "x vs Gloo"
+    join -a1 -e - -o 0,1.2,1.3,2.2,2.3 <(rows "$t" | sort -k1,1) <(rows "$m" | sort -k1,1) >"$WORK/tm" || true
+    join -a1 -e - -o 0,1.2,1.3,1.4,1.5,2.2,2.3 "$WORK/tm" <(rows "$g" | sort -k1,1) | sort -n -k1,1 |
+      awk '{ vm = ($4 == "-" || $2 == 0) ? "-" : sprintf("%.2f", $4 / $2);
+             vg = ($6 == "-" || $2 == 0) ? "-" : sprintf("%.2f", $6 / $2);
+             printf "%12s  %10s %10s %10s  %8s %8s %8s  %9s %9s\n", $1, $2, $4, $6, $3, $5, $7, vm, vg }' |
+      tee "$WORK/table.$op.$n"
+    echo "# avg busbw: tessera $(avg_line "$t")  open-mpi $(avg_line "$m")  gloo $(avg_line "$g")"
+    big=$(awk '$1 == 67108864 { print }' "$WORK/table.$op.$n")
+    small=$(awk '$1 == 8 { print }' "$WORK/table.$op.$n")
+    if [[ "$op" == allreduce && -n "$big" ]]; then
+      GOALS+=("allreduce 64MiB n=$n: x$(echo "$big" | awk '{print $8}') vs MPI (goal >= 1.5), x$(echo "$big" | awk '{print $9}') vs Gloo (goal >= 3)")
+    fi
+    if [[ "$op" == allreduce && "$n" == 2 && -n "$small" ]]; then
+      GOALS+=("allreduce 8 B n=2: tessera $(echo "$small" | awk '{print $2}') us vs MPI $(echo "$small" | awk '{print $3}') us (goal <=)")
+    fi
+    if [[ "$op" == alltoall && -n "$big" ]]; then
+      GOALS+=("alltoall 64MiB n=$n: x$(echo "$big" | awk '{print $8}') vs MPI (goal >= 1.5)")
+    fi
+  done
+done
+echo
+echo "# issue-3 goals"
+for line in "${GOALS[@]}"; do echo "  $line"; done
