@@ -6,6 +6,10 @@
 //   round once on output. Invalid shapes/dtypes throw OpError naming both.
 // The optimized path packs panels and runs per-ISA micro-kernels
 // (gemm_kernels.h) under OpenMP; the reference path is a triple loop.
+// Any strided view is accepted (transposed views cost nothing, others are
+// copied). MatMulBackward returns gradients in the inputs' shapes and
+// dtypes; for a 2-D b with batched a, grad_b sums over the batch.
+// Thread-safe (no shared mutable state). See docs/gemm.md.
 #pragma once
 
 #include "tessera/tensor/tensor.h"
