@@ -7,8 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
-#include <regex>
+#include <cstring>
 #include <set>
 #include <thread>
 
@@ -70,16 +71,22 @@ TEST(LaunchTest, FourRanksGetTheirEnvironmentAndPrefixedLines) {
   std::vector<std::string> lines = Lines(r.out);
   ASSERT_EQ(lines.size(), 4u) << Diagnose(r);
   std::set<int> ranks;
-  std::set<std::string> stores;
-  const std::regex pattern(
-      R"(\[rank (\d)\] rank=(\d) world=4 local=(\d)/4 store=127\.0\.0\.1:(\d+) hosted=1 tok=64)");
+  std::set<int> stores;
   for (const std::string& line : lines) {
-    std::smatch m;
-    ASSERT_TRUE(std::regex_match(line, m, pattern)) << "line: " << line;
-    EXPECT_EQ(m[1], m[2]);
-    EXPECT_EQ(m[2], m[3]);  // one node: local rank == rank
-    ranks.insert(std::stoi(m[1]));
-    stores.insert(m[4]);
+    int prefix = -1, rank = -1, world = -1, local = -1, local_world = -1, port = -1, hosted = -1, tok = -1, end = 0;
+    const int fields = std::sscanf(line.c_str(),
+                                   "[rank %d] rank=%d world=%d local=%d/%d store=127.0.0.1:%d hosted=%d tok=%d%n",
+                                   &prefix, &rank, &world, &local, &local_world, &port, &hosted, &tok, &end);
+    ASSERT_EQ(fields, 8) << "line: " << line;
+    EXPECT_EQ(static_cast<size_t>(end), line.size()) << "line: " << line;
+    EXPECT_EQ(prefix, rank);
+    EXPECT_EQ(local, rank);  // one node: local rank == rank
+    EXPECT_EQ(world, 4);
+    EXPECT_EQ(local_world, 4);
+    EXPECT_EQ(hosted, 1);
+    EXPECT_EQ(tok, 64);  // a fresh 64-hex-character token
+    ranks.insert(rank);
+    stores.insert(port);
   }
   EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3}));
   EXPECT_EQ(stores.size(), 1u);
@@ -97,15 +104,17 @@ TEST(LaunchTest, LinesAreNeverInterleaved) {
              "for (i = 0; i < 300; i++) printf \"%s-%04d-%s\\n\", r, i, s }'"),
       kRunLimit);
   ASSERT_EQ(r.exit_code, 0) << Diagnose(r).substr(0, 2000);
-  const std::regex pattern(R"(\[rank (\d)\] (\d)-(\d{4})-0{1000})");
+  const std::string zeros(1000, '0');
   int next[4] = {0, 0, 0, 0};
   for (const std::string& line : Lines(r.out)) {
-    std::smatch m;
-    ASSERT_TRUE(std::regex_match(line, m, pattern)) << "garbled line: " << line.substr(0, 200);
-    const int rank = std::stoi(m[1]);
-    EXPECT_EQ(rank, std::stoi(m[2]));
-    EXPECT_EQ(std::stoi(m[3]), next[rank]) << "rank " << rank << " lines out of order";
-    next[rank] = std::stoi(m[3]) + 1;
+    int rank = -1, writer = -1, index = -1, end = 0;
+    ASSERT_EQ(std::sscanf(line.c_str(), "[rank %d] %d-%4d-%n", &rank, &writer, &index, &end), 3)
+        << "garbled line: " << line.substr(0, 200);
+    ASSERT_TRUE(rank >= 0 && rank < 4) << line.substr(0, 200);
+    ASSERT_EQ(line.substr(static_cast<size_t>(end)), zeros) << "garbled line: " << line.substr(0, 200);
+    EXPECT_EQ(rank, writer);
+    EXPECT_EQ(index, next[rank]) << "rank " << rank << " lines out of order";
+    next[rank] = index + 1;
   }
   for (int k = 0; k < 4; ++k) EXPECT_EQ(next[k], 300) << "rank " << k;
 }
@@ -149,10 +158,11 @@ TEST(LaunchTest, RanksIgnoringSigtermAreKilledAfterGrace) {
 TEST(LaunchTest, SigkilledRankStopsTheJob) {
   Subprocess launcher(Launch({"--nproc", "3", "--grace", "5"}, "echo \"pid $$\"; exec sleep 120"));
   ASSERT_TRUE(launcher.WaitForOutput("pid ", milliseconds(20000), 3)) << launcher.out() << launcher.err();
-  std::smatch m;
   const std::string out = launcher.out();
-  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(\[rank 1\] pid (\d+))"))) << out;
-  const pid_t victim = std::stoi(m[1]);
+  const size_t at = out.find("[rank 1] pid ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const pid_t victim = std::atoi(out.c_str() + at + std::strlen("[rank 1] pid "));
+  ASSERT_GT(victim, 0) << out;
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
   ProcResult r = launcher.Finish(kRunLimit);
   EXPECT_EQ(r.exit_code, 128 + SIGKILL) << Diagnose(r);

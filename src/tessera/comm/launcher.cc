@@ -70,7 +70,9 @@ Status Validate(const LaunchOptions& o) {
     return InvalidArgument("--nnodes {} needs --master ADDR:PORT (node 0's address and the store port)", o.nnodes);
   }
   if (o.master_port < 0 || o.master_port > 65535) return InvalidArgument("master port {} out of range", o.master_port);
-  if (o.command.empty()) return InvalidArgument("no command to launch (usage: tessera launch --nproc N -- CMD ARGS...)");
+  if (o.command.empty()) {
+    return InvalidArgument("no command to launch (usage: tessera launch --nproc N -- CMD ARGS...)");
+  }
   if (o.grace.count() < 0 || o.job_timeout.count() < 0 || o.connect_timeout.count() <= 0) {
     return InvalidArgument("timeouts must be non-negative (and the connect timeout positive)");
   }

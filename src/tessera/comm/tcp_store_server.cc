@@ -368,7 +368,8 @@ void TcpStoreServer::Impl::HandleRequest(Conn& c, const Bytes& payload) {
                                       it->second.size()));
       }
       if (__builtin_add_overflow(current, delta, &current)) {
-        return ReplyError(c, seq, StatusCode::kOutOfRange, fmt::format("Add({}) on key '{}' overflows int64", delta, key));
+        return ReplyError(c, seq, StatusCode::kOutOfRange,
+                          fmt::format("Add({}) on key '{}' overflows int64", delta, key));
       }
       data_[key] = StringToBytes(std::to_string(current));
       Enqueue(c, wire::Writer().U32(seq).U8(0).I64(current).Frame());
