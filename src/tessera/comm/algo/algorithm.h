@@ -113,4 +113,19 @@ Range SplitRange(size_t count, int n, int i, size_t align);
 // Copies unless src == dst (in-place) or n == 0.
 void CopyBytes(void* dst, const void* src, size_t n);
 
+// n source pointers, on the stack for up to 32 (no allocation per call).
+class PointerList {
+ public:
+  explicit PointerList(int n) : big_(n > 32 ? n : 0), p_(n > 32 ? big_.data() : small_) {}
+  PointerList(const PointerList&) = delete;
+  PointerList& operator=(const PointerList&) = delete;
+  const void*& operator[](int i) { return p_[i]; }
+  const void* const* data() const { return p_; }
+
+ private:
+  const void* small_[32];
+  std::vector<const void*> big_;
+  const void** p_;
+};
+
 }  // namespace tessera::comm::algo

@@ -24,7 +24,7 @@
 
 namespace tessera::comm::algo {
 
-Status ShmDirectBarrier(const CollectiveArgs&, AlgoEnv& env) { return env.shm->StepBarrier(*env.ctx); }
+Status ShmDirectBarrier(const CollectiveArgs&, AlgoEnv& env) { return env.shm->LlStep(nullptr, 0, *env.ctx); }
 
 Status ShmDirectAllReduce(const CollectiveArgs& a, AlgoEnv& env) {
   transport::shm::Context& shm = *env.shm;
@@ -34,7 +34,16 @@ Status ShmDirectAllReduce(const CollectiveArgs& a, AlgoEnv& env) {
   const bool output = a.kind != CollectiveKind::kReduce || env.rank == a.root;
   const auto* send = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
-  std::vector<const void*> srcs(n);
+  PointerList srcs(n);
+  if (a.count * elem <= shm.ll_capacity()) {  // one low-latency step, no barrier
+    if (a.count == 0) return Status::Ok();
+    TESSERA_RETURN_IF_ERROR(shm.LlStep(send, a.count * elem, *env.ctx));
+    if (output) {
+      for (int j = 0; j < n; ++j) srcs[j] = shm.LlData(j);
+      ReduceMany(recv, srcs.data(), n, a.count, a.dtype, a.op, n);
+    }
+    return Status::Ok();
+  }
   for (size_t off = 0; off < a.count; off += chunk) {
     const size_t cnt = std::min(chunk, a.count - off);
     const int p = shm.NextParity();
@@ -71,7 +80,7 @@ Status ShmTwoPhaseAllReduce(const CollectiveArgs& a, AlgoEnv& env) {
   const auto* send = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
   auto chunk_count = [&](size_t k) { return std::min(chunk, a.count - k * chunk); };
-  std::vector<const void*> srcs(n);
+  PointerList srcs(n);
 
   std::memcpy(shm.window(me, shm.NextParity()), send, chunk_count(0) * elem);
   TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
@@ -109,6 +118,11 @@ Status ShmDirectBroadcast(const CollectiveArgs& a, AlgoEnv& env) {
   auto* recv = static_cast<uint8_t*>(a.recv);
   if (root) CopyBytes(recv, src, bytes);
   if (bytes == 0) return Status::Ok();
+  if (bytes <= shm.ll_capacity()) {
+    TESSERA_RETURN_IF_ERROR(shm.LlStep(root ? src : nullptr, root ? bytes : 0, *env.ctx));
+    if (!root) std::memcpy(recv, shm.LlData(a.root), bytes);
+    return Status::Ok();
+  }
   const size_t w = shm.window_bytes();
   const size_t chunks = (bytes + w - 1) / w;
   auto len = [&](size_t k) { return std::min(w, bytes - k * w); };

@@ -30,6 +30,17 @@ Status ShmDirectAllGather(const CollectiveArgs& a, AlgoEnv& env) {
   if (bytes == 0) return Status::Ok();
   const auto* send = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
+  if (bytes <= shm.ll_capacity()) {
+    TESSERA_RETURN_IF_ERROR(shm.LlStep(send, bytes, *env.ctx));
+    for (int j = 0; j < n; ++j) {
+      if (j == env.rank) {
+        CopyBytes(recv + j * bytes, send, bytes);
+      } else {
+        std::memcpy(recv + j * bytes, shm.LlData(j), bytes);
+      }
+    }
+    return Status::Ok();
+  }
   const size_t w = shm.window_bytes();
   const size_t chunks = (bytes + w - 1) / w;
   auto len = [&](size_t k) { return std::min(w, bytes - k * w); };
@@ -57,17 +68,24 @@ Status ShmDirectReduceScatter(const CollectiveArgs& a, AlgoEnv& env) {
   const int n = env.size;
   if (a.count == 0) return Status::Ok();
   const size_t elem = a.ElementSize();
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  if (n * a.count * elem <= shm.ll_capacity()) {
+    TESSERA_RETURN_IF_ERROR(shm.LlStep(send, n * a.count * elem, *env.ctx));
+    PointerList srcs(n);
+    for (int j = 0; j < n; ++j) srcs[j] = shm.LlData(j) + env.rank * a.count * elem;
+    ReduceMany(recv, srcs.data(), n, a.count, a.dtype, a.op, n);
+    return Status::Ok();
+  }
   const size_t sub = SubWindow(shm.window_bytes(), n);
   const size_t chunk = sub / elem;
   const size_t chunks = (a.count + chunk - 1) / chunk;
-  const auto* send = static_cast<const uint8_t*>(a.send);
-  auto* recv = static_cast<uint8_t*>(a.recv);
   auto cnt = [&](size_t k) { return std::min(chunk, a.count - k * chunk); };
   auto stage = [&](size_t k) {
     uint8_t* win = shm.window(env.rank, shm.NextParity());
     for (int d = 0; d < n; ++d) std::memcpy(win + d * sub, send + (d * a.count + k * chunk) * elem, cnt(k) * elem);
   };
-  std::vector<const void*> srcs(n);
+  PointerList srcs(n);
   stage(0);
   TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
   for (size_t k = 0; k < chunks; ++k) {
@@ -107,12 +125,23 @@ Status ShmDirectAllToAll(const CollectiveArgs& a, AlgoEnv& env) {
       const auto* t = reinterpret_cast<const uint64_t*>(shm.window(j, q));
       for (int d = 0; d < n; ++d) max_bytes = std::max<size_t>(max_bytes, t[d]);
       if (t[me] != recv_len(j)) {
-        return InvalidArgument("{}: rank {} expects {} bytes from rank {}, which sends {} bytes", env.ctx->op_name, me,
+        return InvalidArgument("{}: rank {} expects {} bytes from rank {}, which sends {} bytes", env.ctx->Name(), me,
                                recv_len(j), j, t[me]);
       }
     }
   }
   if (max_bytes == 0) return Status::Ok();
+  if (!v && n * max_bytes <= shm.ll_capacity()) {
+    TESSERA_RETURN_IF_ERROR(shm.LlStep(send, n * max_bytes, *env.ctx));
+    for (int j = 0; j < n; ++j) {
+      if (j == me) {
+        CopyBytes(recv + recv_off(me), send + send_off(me), max_bytes);
+      } else {
+        std::memcpy(recv + recv_off(j), shm.LlData(j) + me * max_bytes, max_bytes);
+      }
+    }
+    return Status::Ok();
+  }
   const size_t sub = SubWindow(shm.window_bytes(), n);
   const size_t chunks = (max_bytes + sub - 1) / sub;
   auto piece = [&](size_t total, size_t k) { return k * sub >= total ? 0 : std::min(sub, total - k * sub); };
@@ -150,10 +179,19 @@ Status ShmDirectGather(const CollectiveArgs& a, AlgoEnv& env) {
   const bool root = env.rank == a.root;
   const auto* send = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
+  if (root) CopyBytes(recv + a.root * bytes, send, bytes);
+  if (bytes <= shm.ll_capacity()) {
+    TESSERA_RETURN_IF_ERROR(shm.LlStep(root ? nullptr : send, root ? 0 : bytes, *env.ctx));
+    if (root) {
+      for (int j = 0; j < n; ++j) {
+        if (j != a.root) std::memcpy(recv + j * bytes, shm.LlData(j), bytes);
+      }
+    }
+    return Status::Ok();
+  }
   const size_t w = shm.window_bytes();
   const size_t chunks = (bytes + w - 1) / w;
   auto len = [&](size_t k) { return std::min(w, bytes - k * w); };
-  if (root) CopyBytes(recv + a.root * bytes, send, bytes);
   if (!root) std::memcpy(shm.window(env.rank, shm.NextParity()), send, len(0));
   TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
   for (size_t k = 0; k < chunks; ++k) {
@@ -187,6 +225,12 @@ Status ShmDirectScatter(const CollectiveArgs& a, AlgoEnv& env) {
       if (d != a.root) std::memcpy(win + d * sub, send + d * bytes + k * sub, len(k));
     }
   };
+  if (n * bytes <= shm.ll_capacity()) {
+    if (root) CopyBytes(recv, send + a.root * bytes, bytes);
+    TESSERA_RETURN_IF_ERROR(shm.LlStep(root ? send : nullptr, root ? n * bytes : 0, *env.ctx));
+    if (!root) std::memcpy(recv, shm.LlData(a.root) + env.rank * bytes, bytes);
+    return Status::Ok();
+  }
   if (root) {
     CopyBytes(recv, send + a.root * bytes, bytes);
     stage(0);

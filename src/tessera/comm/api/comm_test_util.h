@@ -22,13 +22,15 @@
 
 namespace tessera::comm::testing {
 
-// Small windows and channels: cheap to create, and many chunks per message.
+// Small windows, channels and low-latency slots: cheap to create, many
+// chunks per message, and both the low-latency and the window paths run.
 inline CommOptions TestOptions(const std::string& algo = "", const std::string& name = "t") {
   CommOptions o;
   o.name = name;
   o.timeout = std::chrono::milliseconds(20000);
   o.shm_window_bytes = 16 << 10;
   o.shm_p2p_bytes = 64 << 10;
+  o.shm_ll_bytes = 512;  // messages up to 504 bytes take the low-latency path
   o.algo = algo;
   o.calibrate = false;
   return o;

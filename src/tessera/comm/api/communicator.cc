@@ -91,7 +91,11 @@ Status Communicator::Impl::Execute(const CollectiveArgs& a) {
   }
   ++op_seq;
   transport::OpContext ctx;
-  ctx.op_name = fmt::format("{} #{} [{} rank {}/{}]", CollectiveName(a.kind), op_seq, options.name, rank, size);
+  ctx.label = CollectiveName(a.kind);
+  ctx.seq = op_seq;
+  ctx.comm = &options.name;
+  ctx.rank = rank;
+  ctx.size = size;
   ctx.deadline = Clock::now() + timeout;
   ctx.aborted = &aborted;
   ctx.timeout = timeout;
@@ -107,7 +111,15 @@ Status Communicator::Impl::Execute(const CollectiveArgs& a) {
   if (a.kind == CollectiveKind::kSend || a.kind == CollectiveKind::kRecv || a.kind == CollectiveKind::kSendRecv) {
     st = algo::PointToPoint(a, env);
   } else {
-    const algo::Choice choice = selector->Choose(a);
+    // The choice depends on the kind and byte count only (all_to_allv: kind).
+    CachedChoice& cached = choice_cache[static_cast<int>(a.kind)];
+    const size_t key = a.count * a.ElementSize();
+    if (!cached.valid || cached.bytes != key) {
+      cached.choice = selector->Choose(a);
+      cached.bytes = key;
+      cached.valid = true;
+    }
+    const algo::Choice& choice = cached.choice;
     if (base::LogEnabled(base::LogLevel::kInfo)) {
       const size_t bytes = a.count * a.ElementSize();
       const int bucket = bytes == 0 ? -1 : static_cast<int>(std::log2(static_cast<double>(bytes)));
@@ -115,7 +127,7 @@ Status Communicator::Impl::Execute(const CollectiveArgs& a) {
       auto it = logged.find(key);
       if (it == logged.end() || it->second != choice.algo) {
         logged[key] = choice.algo;
-        TLOG(INFO, "{}: {} {} x {} ({} bytes) -> {}: {}", ctx.op_name, CollectiveName(a.kind), a.count,
+        TLOG(INFO, "{}: {} {} x {} ({} bytes) -> {}: {}", ctx.Name(), CollectiveName(a.kind), a.count,
              DataTypeName(a.dtype), bytes, algo::AlgorithmName(choice.algo), choice.reason);
       }
     }
@@ -128,7 +140,7 @@ Status Communicator::Impl::Execute(const CollectiveArgs& a) {
   if (!st.ok()) {
     Fail(st);
     if (!aborted.load()) {
-      transport->Abort(fmt::format("rank {} failed {}: {}", rank, ctx.op_name, st.message()));
+      transport->Abort(fmt::format("rank {} failed {}: {}", rank, ctx.Name(), st.message()));
       if (hierarchy) hierarchy->Abort(st.message());
     }
     TLOG(WARN, "{}", st.ToString());
@@ -174,6 +186,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::shared_ptr<Sto
     transport::shm::Options so;
     so.window_bytes = options.shm_window_bytes;
     so.p2p_bytes = options.shm_p2p_bytes;
+    so.ll_bytes = options.shm_ll_bytes;
     so.host = mine.hostname;
     so.host_key = mine.host_key;
     auto ctx = transport::shm::Context::Create(*impl->store, rank, size, so, impl->timeout);
@@ -229,7 +242,10 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::shared_ptr<Sto
   algo::CostConstants constants = algo::DefaultConstants(inputs.transport, size);
   if (options.calibrate && size > 1) {
     transport::OpContext ctx;
-    ctx.op_name = fmt::format("cost-model calibration [{} rank {}/{}]", options.name, rank, size);
+    ctx.label = "cost-model calibration";
+    ctx.comm = &impl->options.name;
+    ctx.rank = rank;
+    ctx.size = size;
     ctx.deadline = Clock::now() + impl->timeout;
     ctx.aborted = &impl->aborted;
     ctx.timeout = impl->timeout;

@@ -64,6 +64,7 @@ struct CommOptions {
   transport::TransportKind transport = transport::TransportKind::kAuto;  // kAuto = TESSERA_TRANSPORT
   size_t shm_window_bytes = 0;  // 0 = TESSERA_SHM_WINDOW_KB
   size_t shm_p2p_bytes = 0;     // 0 = TESSERA_SHM_P2P_KB
+  size_t shm_ll_bytes = 0;      // 0 = TESSERA_SHM_LL_KB
   int tcp_streams = 0;          // sockets per peer; 0 = TESSERA_TCP_STREAMS
   bool tcp_checksum = false;    // checksum every tcp frame (also TESSERA_TCP_CHECKSUM=1)
   std::string algo;             // like TESSERA_ALGO, for this communicator only (tests)

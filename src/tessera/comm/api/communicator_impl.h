@@ -36,6 +36,12 @@ struct Communicator::Impl {
   Status failure;
   std::atomic<int> split_count{0};
   uint64_t op_seq = 0;                                 // executor thread only
+  struct CachedChoice {
+    bool valid = false;
+    size_t bytes = 0;
+    algo::Choice choice;
+  };
+  CachedChoice choice_cache[kNumCollectiveKinds];      // executor thread only
   std::map<std::pair<int, int>, algo::Algorithm> logged;  // (kind, log2 bytes) -> last logged choice
   std::unique_ptr<Executor> executor;                  // last: destroyed first
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include <fmt/format.h>
+
 namespace tessera::comm::transport {
 
 std::string_view TransportKindName(TransportKind kind) {
@@ -21,6 +23,14 @@ StatusOr<TransportKind> ParseTransportKind(std::string_view text) {
   if (t == "shm") return TransportKind::kShm;
   if (t == "tcp") return TransportKind::kTcp;
   return InvalidArgument("unknown transport '{}' (expected auto, shm, tcp)", text);
+}
+
+const std::string& OpContext::Name() const {
+  if (name_.empty()) {
+    name_ = seq ? fmt::format("{} #{}", label, seq) : std::string(label);
+    if (comm != nullptr) name_ += fmt::format(" [{} rank {}/{}]", *comm, rank, size);
+  }
+  return name_;
 }
 
 Status Transport::SendRecv(int send_peer, const void* send_buf, size_t send_bytes, int recv_peer, void* recv_buf,

@@ -33,15 +33,24 @@ namespace tessera::comm::transport {
 
 using Clock = std::chrono::steady_clock;
 
-// The running operation: its name for errors ("all_reduce #12"), its
-// deadline and the communicator's local abort flag.
+// The running operation: its name for errors ("all_reduce #12 [world rank
+// 0/4]", formatted only when an error needs it), its deadline and the
+// communicator's local abort flag.
 struct OpContext {
-  std::string op_name;
+  std::string_view label;           // "all_reduce", "cost-model calibration"
+  uint64_t seq = 0;                 // 0: none
+  const std::string* comm = nullptr;  // communicator name
+  int rank = 0;
+  int size = 1;
   Clock::time_point deadline = Clock::time_point::max();
   const std::atomic<bool>* aborted = nullptr;
   std::chrono::milliseconds timeout{0};  // for messages ("after 30000 ms")
 
   bool Aborted() const { return aborted != nullptr && aborted->load(std::memory_order_relaxed); }
+  const std::string& Name() const;
+
+ private:
+  mutable std::string name_;
 };
 
 struct P2pOp {

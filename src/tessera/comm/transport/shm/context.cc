@@ -22,14 +22,19 @@
 #include "tessera/base/check.h"
 #include "tessera/base/knobs.h"
 #include "tessera/base/logging.h"
+#include "tessera/hal/topology.h"
 
 namespace tessera::comm::transport::shm {
 
 namespace {
 
-base::Knob<int64_t> kWindowKbKnob("TESSERA_SHM_WINDOW_KB", 2048,
+base::Knob<int64_t> kWindowKbKnob("TESSERA_SHM_WINDOW_KB", 0,
                                   "shm transport: bytes (KiB) of each half of a rank's double-buffered collective "
-                                  "window (the chunk size of shm-direct collectives)");
+                                  "window (the chunk size of shm-direct collectives); 0 = auto: the ranks' windows "
+                                  "fill about half the last-level cache, 1-8 MiB each");
+base::Knob<int64_t> kLlKbKnob("TESSERA_SHM_LL_KB", 16,
+                              "shm transport: bytes (KiB) of each of a rank's two low-latency slots (the largest "
+                              "message small collectives move without a barrier)");
 base::Knob<int64_t> kP2pKbKnob("TESSERA_SHM_P2P_KB", 2048,
                                "shm transport: bytes (KiB) of a rank's outgoing point-to-point slot rings (all "
                                "peers together)");
@@ -40,6 +45,16 @@ constexpr size_t kPage = 4096;
 constexpr int64_t kLivenessPeriodNs = 100'000'000;
 
 size_t RoundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+// Every rank's two window halves together fill about half the last-level
+// cache, so the staging traffic of a step stays in cache: 1-8 MiB per half.
+size_t AutoWindowBytes(int size) {
+  int64_t llc = 0;
+  for (const hal::CacheLevel& c : hal::MachineTopology().caches) llc = std::max<int64_t>(llc, c.size_bytes * c.instances);
+  if (llc <= 0) llc = 32 << 20;
+  const size_t per = static_cast<size_t>(llc) / (4 * static_cast<size_t>(size));
+  return std::clamp<size_t>(per, 1 << 20, 8 << 20) / kPage * kPage;
+}
 
 uint64_t PidNamespace() {
   struct stat st;
@@ -69,6 +84,8 @@ struct SegmentHeader {
   int32_t num_slots = 0;
   uint64_t window_offset = 0;
   uint64_t window_bytes = 0;
+  uint64_t ll_offset = 0;
+  uint64_t ll_bytes = 0;
   FutexWord doorbell;
   FutexWord barrier;  // the group's counter lives in rank 0's segment
   alignas(64) std::atomic<uint32_t> arrived_step{0};
@@ -159,6 +176,7 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
 
   // Layout of our segment.
   size_t window = options.window_bytes ? options.window_bytes : static_cast<size_t>(kWindowKbKnob.Get()) << 10;
+  if (window == 0) window = AutoWindowBytes(size);
   window = RoundUp(std::max<size_t>(window, kPage), kPage);
   const size_t p2p = options.p2p_bytes ? options.p2p_bytes : static_cast<size_t>(kP2pKbKnob.Get()) << 10;
   const int slots = std::max(2, options.p2p_slots);
@@ -166,11 +184,16 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
   payload = payload > sizeof(SlotHeader) ? payload - sizeof(SlotHeader) : 0;
   payload = std::clamp<size_t>(payload / 64 * 64, 4096, 1 << 20);
   const size_t chan_stride = RoundUp(sizeof(ChannelCtl) + slots * (sizeof(SlotHeader) + payload), 64);
-  const size_t chan_offset = kPage;
+  const size_t ll_bytes = RoundUp(
+      std::max<size_t>(options.ll_bytes ? options.ll_bytes : static_cast<size_t>(kLlKbKnob.Get()) << 10, 128), 64);
+  const size_t ll_offset = kPage;
+  const size_t chan_offset = RoundUp(ll_offset + 2 * ll_bytes, kPage);
   const size_t window_offset = RoundUp(chan_offset + chan_stride * size, 64 << 10);
   const size_t segment_bytes = window_offset + 2 * window;
   ctx->window_bytes_ = window;
   ctx->segment_bytes_ = segment_bytes;
+  ctx->ll_bytes_ = ll_bytes;
+  ctx->ll_offset_ = ll_offset;
 
   TESSERA_ASSIGN_OR_RETURN(Mapping mine, CreateSegment(segment_bytes));
   auto* hdr = new (mine.base) SegmentHeader();
@@ -187,6 +210,8 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
   hdr->num_slots = slots;
   hdr->window_offset = window_offset;
   hdr->window_bytes = window;
+  hdr->ll_offset = ll_offset;
+  hdr->ll_bytes = ll_bytes;
   for (int d = 0; d < size; ++d) new (mine.base + chan_offset + d * chan_stride) ChannelCtl();
 
   ctx->bases_.assign(size, nullptr);
@@ -245,6 +270,11 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
     auto* h = reinterpret_cast<SegmentHeader*>(ctx->bases_[r]);
     ctx->headers_[r] = h;
     ctx->windows_[r] = ctx->bases_[r] + h->window_offset;
+    if (h->ll_bytes != ll_bytes || h->ll_offset != ll_offset) {
+      return fail(FailedPrecondition("rank {} uses {}-byte low-latency slots, this rank {} (set TESSERA_SHM_LL_KB "
+                                     "alike on every rank)",
+                                     r, h->ll_bytes, ll_bytes));
+    }
     if (h->window_bytes != window) {
       return fail(FailedPrecondition("rank {} uses a {}-byte shm window, this rank {} (set TESSERA_SHM_WINDOW_KB "
                                      "alike on every rank)",
@@ -302,11 +332,11 @@ bool Context::PeerDead(int peer, std::string* why) const {
 
 Status Context::CheckHealth(const OpContext& ctx, const std::vector<int>& waiting_for, const std::string& what,
                             int64_t* next_liveness_ns) const {
-  if (ctx.Aborted()) return Aborted("{}: aborted on this rank (Communicator::Abort)", ctx.op_name);
+  if (ctx.Aborted()) return Aborted("{}: aborted on this rank (Communicator::Abort)", ctx.Name());
   const int ar = headers_[0]->abort_rank.load(std::memory_order_acquire);
   if (ar >= 0 && ar < size_) {
     std::string reason(headers_[ar]->abort_reason, strnlen(headers_[ar]->abort_reason, sizeof(SegmentHeader::abort_reason)));
-    return Aborted("{}: {} aborted the communicator: {}", ctx.op_name, PeerDescription(ar),
+    return Aborted("{}: {} aborted the communicator: {}", ctx.Name(), PeerDescription(ar),
                    reason.empty() ? "no reason given" : reason);
   }
   const int64_t now = NowNs();
@@ -315,7 +345,7 @@ Status Context::CheckHealth(const OpContext& ctx, const std::vector<int>& waitin
     for (int p : waiting_for) {
       std::string why;
       if (PeerDead(p, &why)) {
-        return Unavailable("{}: {} died ({}) while this rank was waiting {}", ctx.op_name, PeerDescription(p), why,
+        return Unavailable("{}: {} died ({}) while this rank was waiting {}", ctx.Name(), PeerDescription(p), why,
                            what);
       }
     }
@@ -331,7 +361,7 @@ Status Context::CheckHealth(const OpContext& ctx, const std::vector<int>& waitin
     if (all_waiting && now_tp < ctx.deadline + grace) return Status::Ok();
     std::string peers;
     for (int p : waiting_for) peers += (peers.empty() ? "" : ", ") + PeerDescription(p);
-    return DeadlineExceeded("{}: timed out after {} ms waiting {}; no progress from {}{}", ctx.op_name,
+    return DeadlineExceeded("{}: timed out after {} ms waiting {}; no progress from {}{}", ctx.Name(),
                             ctx.timeout.count(), what, peers.empty() ? "any peer" : peers,
                             all_waiting ? " (itself waiting for others)" : "");
   }
@@ -365,6 +395,50 @@ Status Context::StepBarrier(const OpContext& ctx) {
   return st;
 }
 
+namespace {
+
+PackedFutexWord* LlFlag(uint8_t* base, size_t offset, size_t bytes, int parity) {
+  return reinterpret_cast<PackedFutexWord*>(base + offset + parity * bytes);
+}
+
+}  // namespace
+
+const uint8_t* Context::LlData(int rank) const {
+  return bases_[rank] + ll_offset_ + (ll_seq_ & 1u) * ll_bytes_ + sizeof(PackedFutexWord);
+}
+
+Status Context::LlStep(const void* data, size_t bytes, const OpContext& ctx) {
+  TESSERA_CHECK(bytes <= ll_capacity(), "{}: {} bytes exceed the {}-byte LL slot", ctx.Name(), bytes, ll_capacity());
+  ++ll_seq_;
+  const int parity = static_cast<int>(ll_seq_ & 1u);
+  PackedFutexWord* mine = LlFlag(bases_[rank_], ll_offset_, ll_bytes_, parity);
+  if (bytes > 0) std::memcpy(reinterpret_cast<uint8_t*>(mine) + sizeof(PackedFutexWord), data, bytes);
+  mine->value.store(ll_seq_, std::memory_order_seq_cst);
+  WakeIfWaiting(*mine);
+  const uint32_t seq = ll_seq_;
+  int64_t next_live = NowNs() + kLivenessPeriodNs;
+  for (int j = 0; j < size_; ++j) {
+    if (j == rank_) continue;
+    PackedFutexWord* flag = LlFlag(bases_[j], ll_offset_, ll_bytes_, parity);
+    auto ready = [&] { return flag->value.load(std::memory_order_acquire) == seq; };
+    if (ready()) continue;
+    auto check = [&]() -> Status {
+      std::vector<int> missing;
+      for (int r = j; r < size_; ++r) {
+        if (r != rank_ && LlFlag(bases_[r], ll_offset_, ll_bytes_, parity)->value.load(std::memory_order_acquire) != seq) {
+          missing.push_back(r);
+        }
+      }
+      return CheckHealth(ctx, missing, fmt::format("for all ranks to reach low-latency step {}", seq), &next_live);
+    };
+    headers_[rank_]->waiting.store(1, std::memory_order_release);
+    Status st = SpinThenSleep(*flag, policy_, ready, check);
+    headers_[rank_]->waiting.store(0, std::memory_order_release);
+    TESSERA_RETURN_IF_ERROR(st);
+  }
+  return Status::Ok();
+}
+
 Status Context::Exchange(std::span<P2pOp> ops, const OpContext& ctx) {
   FutexWord& bell = headers_[rank_]->doorbell;
   int64_t next_live = NowNs() + kLivenessPeriodNs;
@@ -381,7 +455,7 @@ Status Context::Exchange(std::span<P2pOp> ops, const OpContext& ctx) {
         blocked = !ops[j].complete && ops[j].peer == op.peer && ops[j].kind == op.kind;
       }
       if (blocked) continue;
-      TESSERA_CHECK(op.peer >= 0 && op.peer < size_ && op.peer != rank_, "{}: bad peer {}", ctx.op_name, op.peer);
+      TESSERA_CHECK(op.peer >= 0 && op.peer < size_ && op.peer != rank_, "{}: bad peer {}", ctx.Name(), op.peer);
       if (op.kind == P2pOp::Kind::kSend) {
         moved |= pairs_[op.peer].ProgressSend(op);
       } else {
@@ -423,7 +497,10 @@ void Context::Abort(std::string_view reason) {
   }
   int32_t expected = -1;
   headers_[0]->abort_rank.compare_exchange_strong(expected, rank_, std::memory_order_seq_cst);
-  for (int r = 0; r < size_; ++r) Ring(headers_[r]->doorbell);
+  for (int r = 0; r < size_; ++r) {
+    Ring(headers_[r]->doorbell);
+    for (int p = 0; p < 2; ++p) FutexWakeAll(&LlFlag(bases_[r], ll_offset_, ll_bytes_, p)->value);
+  }
   FutexWakeAll(&headers_[0]->barrier.value);
 }
 

@@ -5,7 +5,11 @@
 //     last barrier step reached, abort word + reason, pid for liveness;
 //   - outgoing point-to-point channels, one ring of slots per peer (pair.h);
 //   - a two-parity "window" that peers read directly (zero-copy collectives
-//     in algo/shm_direct.cc).
+//     in algo/shm_direct.cc);
+//   - two low-latency (LL) slots: a sequence flag followed by up to
+//     ll_capacity() bytes of data, sharing the flag's cache line for tiny
+//     messages, so a small collective costs one cache-line transfer per
+//     peer and no separate barrier (LlStep).
 // Segment names travel through the Store ("shm/<rank>"); once every rank
 // mapped every segment (a store barrier), each rank unlinks its name, so
 // nothing is left in /dev/shm even if the job is killed later.
@@ -42,9 +46,10 @@
 namespace tessera::comm::transport::shm {
 
 struct Options {
-  size_t window_bytes = 2 << 20;  // per parity; 0 = TESSERA_SHM_WINDOW_KB
+  size_t window_bytes = 0;        // per parity; 0 = TESSERA_SHM_WINDOW_KB (0 there: auto)
   size_t p2p_bytes = 0;           // all outgoing channels together; 0 = TESSERA_SHM_P2P_KB
   int p2p_slots = 4;              // slots per directed channel
+  size_t ll_bytes = 0;            // per low-latency slot; 0 = TESSERA_SHM_LL_KB
   std::string host;               // this rank's host name for messages
   std::string host_key;           // same-host identity (hostname + boot id)
 };
@@ -77,6 +82,14 @@ class Context final : public Transport {
   Status StepBarrier(const OpContext& ctx);
   uint32_t step() const { return step_; }
 
+  // Low-latency step: publishes `bytes` (<= ll_capacity()) of `data` in
+  // this rank's LL slot and waits until every rank published the same
+  // step. Every rank calls it (a full barrier). Afterwards LlData(r) holds
+  // rank r's data until this rank's next LlStep.
+  Status LlStep(const void* data, size_t bytes, const OpContext& ctx);
+  const uint8_t* LlData(int rank) const;
+  size_t ll_capacity() const { return ll_bytes_ - 8; }
+
   const SpinPolicy& spin_policy() const { return policy_; }
   size_t segment_bytes() const { return segment_bytes_; }
 
@@ -92,6 +105,9 @@ class Context final : public Transport {
   SpinPolicy policy_;
   size_t segment_bytes_ = 0;
   size_t window_bytes_ = 0;
+  size_t ll_bytes_ = 0;  // per parity, flag included
+  size_t ll_offset_ = 0;
+  uint32_t ll_seq_ = 0;
   std::vector<uint8_t*> bases_;  // mapped segments by rank (ours included)
   std::vector<SegmentHeader*> headers_;
   std::vector<uint8_t*> windows_;

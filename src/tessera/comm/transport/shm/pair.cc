@@ -43,7 +43,7 @@ StatusOr<bool> Pair::ProgressRecv(P2pOp& op, const OpContext& ctx) {
       return Internal(
           "{}: message mismatch from rank {}: expected tag {} with {} bytes at offset {}, got tag {} with {} bytes "
           "at offset {} (the ranks issued different operations or sizes)",
-          ctx.op_name, peer_, op.tag, op.bytes, op.done_bytes, h->tag, h->message_bytes, h->offset);
+          ctx.Name(), peer_, op.tag, op.bytes, op.done_bytes, h->tag, h->message_bytes, h->offset);
     }
     const size_t piece = h->payload_bytes;
     uint8_t* dst = static_cast<uint8_t*>(op.recv_buf) + op.done_bytes;

@@ -14,8 +14,11 @@ namespace tessera::comm::transport::shm {
 namespace {
 
 base::Knob<int64_t> kSpinUsKnob("TESSERA_SHM_SPIN_US", -1,
-                                "shm waits: microseconds to busy-wait before sleeping in a futex (-1 = auto: 50 "
+                                "shm waits: microseconds to busy-wait before yielding/sleeping (-1 = auto: 20000 "
                                 "when every local rank has a core, 2 when ranks outnumber cores)");
+base::Knob<int64_t> kYieldUsKnob("TESSERA_SHM_YIELD_US", -1,
+                                 "shm waits: microseconds to sched_yield after spinning, before sleeping in a futex "
+                                 "(-1 = auto: 0 when every local rank has a core, 100 when ranks outnumber cores)");
 
 }  // namespace
 
@@ -41,14 +44,15 @@ int UsableCpus() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
+void YieldCore() { sched_yield(); }
+
 SpinPolicy MakeSpinPolicy(int local_ranks) {
   SpinPolicy p;
-  const int64_t us = kSpinUsKnob.Get();
-  if (us >= 0) {
-    p.spin_ns = us * 1000;
-  } else {
-    p.spin_ns = local_ranks <= UsableCpus() ? 50'000 : 2'000;
-  }
+  const bool oversubscribed = local_ranks > UsableCpus();
+  const int64_t spin_us = kSpinUsKnob.Get();
+  const int64_t yield_us = kYieldUsKnob.Get();
+  p.spin_ns = (spin_us >= 0 ? spin_us : oversubscribed ? 2 : 20000) * 1000;
+  p.yield_ns = (yield_us >= 0 ? yield_us : oversubscribed ? 100 : 0) * 1000;
   return p;
 }
 

@@ -1,11 +1,15 @@
 // Waiting on shared memory: futex words that live in shared segments (so
 // other processes can wake them; non-private futexes), and the
-// spin-then-sleep loop every shm wait goes through. Spinning is cheap when
-// each rank has a core, but with more ranks than cores a spinning rank
-// steals the very core its peer needs, so waits spin for a short,
-// configurable time (TESSERA_SHM_SPIN_US; less when oversubscribed) and
-// then sleep in FUTEX_WAIT with a bounded slice, re-checking the deadline,
-// the abort flags and peer liveness between slices.
+// spin-then-sleep loop every shm wait goes through, in three phases:
+//   1. busy-wait (pause) for TESSERA_SHM_SPIN_US: the fast path when each
+//      rank has a core (default 20 ms, longer than a scheduler time slice: once a rank sleeps, waking it costs
+//      a scheduler round trip, and on a busy machine the peers then convoy
+//      behind each other's wake-ups; Open MPI spins forever);
+//   2. yield the core (sched_yield) for TESSERA_SHM_YIELD_US: with more
+//      ranks than cores the peer we wait for may be runnable on this very
+//      core (default 100 us when oversubscribed, else 0);
+//   3. sleep in FUTEX_WAIT in bounded slices, re-checking the deadline, the
+//      abort flags and peer liveness between slices.
 // Wake-ups are only issued when a waiter announced itself (the `waiters`
 // count), so a publish costs one atomic add when nobody sleeps. The
 // protocol (waiter: waiters++, read value, re-check, sleep on the value;
@@ -45,34 +49,60 @@ inline void Ring(FutexWord& w) {
 }
 
 struct SpinPolicy {
-  int64_t spin_ns = 50'000;      // busy-wait budget before sleeping
+  int64_t spin_ns = 1'000'000;   // busy-wait budget
+  int64_t yield_ns = 0;          // then sched_yield budget, before sleeping
   int64_t slice_ns = 20'000'000; // longest single sleep between checks
 };
-// The policy for `local_ranks` ranks sharing this host's cores: the
-// TESSERA_SHM_SPIN_US knob, defaulting to 50 us when every rank has a core
-// and 2 us when ranks outnumber cores.
+// The policy for `local_ranks` ranks sharing this host's cores (knobs
+// TESSERA_SHM_SPIN_US / TESSERA_SHM_YIELD_US, defaults above; when ranks
+// outnumber cores: spin 2 us, yield 100 us).
 SpinPolicy MakeSpinPolicy(int local_ranks);
 // Online CPUs this process may run on.
 int UsableCpus();
+void YieldCore();  // sched_yield
 
 inline int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
+// A futex word packed with its waiter count and no padding (so data can
+// share its cache line: the low-latency slots of context.h).
+struct PackedFutexWord {
+  std::atomic<uint32_t> value{0};
+  std::atomic<uint32_t> waiters{0};
+};
+inline void WakeIfWaiting(PackedFutexWord& w) {
+  if (w.waiters.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&w.value);
+}
+
 // Waits until ready() is true: spins for policy.spin_ns, then sleeps on
-// `word` in slices, calling check() before each sleep; a non-OK check()
-// ends the wait with that status.
-template <typename Ready, typename Check>
-Status SpinThenSleep(FutexWord& word, const SpinPolicy& policy, Ready&& ready, Check&& check) {
+// `word` (a FutexWord or PackedFutexWord) in slices, calling check() before
+// each sleep; a non-OK check() ends the wait with that status.
+template <typename Word, typename Ready, typename Check>
+Status SpinThenSleep(Word& word, const SpinPolicy& policy, Ready&& ready, Check&& check) {
   if (ready()) return Status::Ok();
-  const int64_t spin_end = NowNs() + policy.spin_ns;
+  const int64_t spin_start = NowNs();
+  const int64_t spin_end = spin_start + policy.spin_ns;
+  int64_t next_yield = spin_start + 50'000;
   while (true) {
     for (int i = 0; i < 32; ++i) {
       if (ready()) return Status::Ok();
       _mm_pause();
     }
-    if (NowNs() >= spin_end) break;
+    const int64_t now = NowNs();
+    if (now >= spin_end) break;
+    if (now >= next_yield) {  // let a runnable peer (or anyone) have this core now and then
+      YieldCore();
+      next_yield = now + 50'000;
+    }
+  }
+  if (policy.yield_ns > 0) {
+    const int64_t yield_end = NowNs() + policy.yield_ns;
+    while (NowNs() < yield_end) {
+      if (ready()) return Status::Ok();
+      YieldCore();
+    }
   }
   while (true) {
     if (ready()) return Status::Ok();

@@ -335,7 +335,7 @@ std::string Context::PeerDescription(int peer) const {
 Status Context::Exchange(std::span<P2pOp> ops, const OpContext& ctx) {
   std::vector<Pair*> involved;
   for (P2pOp& op : ops) {
-    TESSERA_CHECK(op.peer >= 0 && op.peer < size_ && op.peer != rank_, "{}: bad peer {}", ctx.op_name, op.peer);
+    TESSERA_CHECK(op.peer >= 0 && op.peer < size_ && op.peer != rank_, "{}: bad peer {}", ctx.Name(), op.peer);
     Pair* p = pairs_[op.peer].get();
     p->Post(&op);
     if (std::find(involved.begin(), involved.end(), p) == involved.end()) involved.push_back(p);
@@ -357,7 +357,7 @@ Status Context::Exchange(std::span<P2pOp> ops, const OpContext& ctx) {
       continue;
     }
     if (shm::NowNs() < spin_until) continue;
-    if (ctx.Aborted() || aborted_.load()) return Aborted("{}: aborted on this rank (Communicator::Abort)", ctx.op_name);
+    if (ctx.Aborted() || aborted_.load()) return Aborted("{}: aborted on this rank (Communicator::Abort)", ctx.Name());
     if (Clock::now() >= ctx.deadline) {
       std::string what;
       for (const P2pOp& op : ops) {
@@ -366,7 +366,7 @@ Status Context::Exchange(std::span<P2pOp> ops, const OpContext& ctx) {
                             op.kind == P2pOp::Kind::kSend ? "send to" : "receive from", PeerDescription(op.peer),
                             op.tag, op.done_bytes, op.bytes);
       }
-      return DeadlineExceeded("{}: timed out after {} ms; no progress on {}", ctx.op_name, ctx.timeout.count(), what);
+      return DeadlineExceeded("{}: timed out after {} ms; no progress on {}", ctx.Name(), ctx.timeout.count(), what);
     }
     waiter_.Clear();
     for (Pair* p : involved) p->AddPollFds(waiter_);

@@ -80,11 +80,11 @@ bool Pair::AssignFrame(Stream& st) {
 
 Status Pair::Closed(const OpContext& ctx, size_t index, int err) const {
   if (err == 0) {
-    return Unavailable("{}: {} closed the connection (stream {}): it exited, died or aborted", ctx.op_name,
+    return Unavailable("{}: {} closed the connection (stream {}): it exited, died or aborted", ctx.Name(),
                        peer_desc_, index);
   }
   return Unavailable("{}: connection to {} (stream {}) failed: {} (the peer died, aborted or the network failed)",
-                     ctx.op_name, peer_desc_, index, std::strerror(err));
+                     ctx.Name(), peer_desc_, index, std::strerror(err));
 }
 
 StatusOr<bool> Pair::ProgressOut(Stream& st, size_t index, const OpContext& ctx) {
@@ -162,7 +162,7 @@ StatusOr<bool> Pair::ProgressIn(Stream& st, size_t index, const OpContext& ctx) 
       st.in_hdr_done += static_cast<size_t>(r);
       if (st.in_hdr_done < hdr) continue;
       if (st.in_hdr.magic != kFrameMagic) {
-        return DataLoss("{}: corrupt frame header from {} (stream {}): bad magic {:#x}", ctx.op_name, peer_desc_,
+        return DataLoss("{}: corrupt frame header from {} (stream {}): bad magic {:#x}", ctx.Name(), peer_desc_,
                         index, st.in_hdr.magic);
       }
       st.in_matched = false;
@@ -177,7 +177,7 @@ StatusOr<bool> Pair::ProgressIn(Stream& st, size_t index, const OpContext& ctx) 
         return Internal(
             "{}: message mismatch from {}: expected tag {} with {} bytes, got tag {} with {} bytes (chunk at offset "
             "{}) (the ranks issued different operations or sizes)",
-            ctx.op_name, peer_desc_, op->tag, op->bytes, st.in_hdr.tag, st.in_hdr.message_bytes, st.in_hdr.offset);
+            ctx.Name(), peer_desc_, op->tag, op->bytes, st.in_hdr.tag, st.in_hdr.message_bytes, st.in_hdr.offset);
       }
       st.in_matched = true;
       st.in_op = op;
@@ -206,7 +206,7 @@ StatusOr<bool> Pair::ProgressIn(Stream& st, size_t index, const OpContext& ctx) 
       if (sum != st.in_hdr.checksum) {
         return DataLoss("{}: frame checksum mismatch from {} (stream {}, message {} bytes at offset {}): data "
                         "corrupted in transit",
-                        ctx.op_name, peer_desc_, index, len, st.in_hdr.offset);
+                        ctx.Name(), peer_desc_, index, len, st.in_hdr.offset);
       }
     }
     if (op->reduce && len > 0) {
