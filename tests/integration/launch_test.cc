@@ -224,7 +224,8 @@ TEST(LaunchChild, Rank) {
   if (mode == nullptr) GTEST_SKIP() << "runs only as a rank under `tessera launch` (see LaunchTest.*Store*)";
   auto job = comm::ReadJobEnv();
   ASSERT_TRUE(job.ok()) << job.status().ToString();
-  EXPECT_TRUE(job->store_hosted);
+  // Under mpirun nobody hosts the store for the ranks: rank 0 does.
+  EXPECT_EQ(job->store_hosted, std::string(mode) != "mpirun");
   if (std::string(mode) == "fail-on-node1" && job->node_rank == 1 && job->local_rank == 0) {
     std::this_thread::sleep_for(milliseconds(300));
     std::fprintf(stderr, "CHILD-FAILING\n");
@@ -261,6 +262,25 @@ TEST(LaunchTest, RanksRendezvousThroughLauncherStore) {
     EXPECT_NE(r.out.find("[rank " + std::to_string(k) + "] CHILD-OK rank " + std::to_string(k) + " of 3"),
               std::string::npos)
         << Diagnose(r);
+  }
+}
+
+TEST(LaunchTest, OpenMpiRanksMeetInRankZerosStore) {
+  // The same ranks started by Open MPI's mpirun: Open MPI variables, the
+  // token derived from mpirun's per-job key, rank 0 hosting the store.
+  std::string mpirun;
+  for (const char* p : {"/usr/bin/mpirun", "/usr/local/bin/mpirun"}) {
+    if (::access(p, X_OK) == 0) mpirun = p;
+  }
+  if (mpirun.empty()) GTEST_SKIP() << "mpirun (openmpi-bin) is not installed";
+  ProcResult r = RunCommand({mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "3", SelfExe(),
+                             "--gtest_filter=LaunchChild.Rank"},
+                            kRunLimit,
+                            {{"TESSERA_LAUNCH_CHILD", "mpirun"}, {"TESSERA_JOB_TOKEN", ""}, {"RANK", ""},
+                             {"WORLD_SIZE", ""}, {"MASTER_ADDR", ""}, {"MASTER_PORT", ""}});
+  ASSERT_EQ(r.exit_code, 0) << Diagnose(r);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_NE(r.out.find("CHILD-OK rank " + std::to_string(k) + " of 3"), std::string::npos) << Diagnose(r);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <charconv>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -262,13 +263,23 @@ std::string LocalHostName() {
   return host;
 }
 
-// Rank 0's store: the client plus the server it hosts (destroyed after).
+// Rank 0's store: the client plus the server it hosts. On destruction the
+// server lingers until every other rank has disconnected (at most `linger`),
+// so rank 0 finishing first does not pull the store from under the others.
 class HostingStore final : public Store {
  public:
-  HostingStore(std::unique_ptr<TcpStoreServer> server, std::shared_ptr<TcpStoreClient> client)
-      : server_(std::move(server)), client_(std::move(client)) {}
+  HostingStore(std::unique_ptr<TcpStoreServer> server, std::shared_ptr<TcpStoreClient> client, Timeout linger)
+      : server_(std::move(server)), client_(std::move(client)), linger_(linger) {}
   ~HostingStore() override {
-    client_.reset();
+    client_.reset();  // closes rank 0's own connections
+    const auto deadline = std::chrono::steady_clock::now() + linger_;
+    while (server_->open_connections() > 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (server_->open_connections() > 0) {
+      TLOG(WARN, "rank 0: closing the job store {} with {} client(s) still connected after {} ms",
+           server_->Address(), server_->open_connections(), linger_.count());
+    }
     server_->Stop();
   }
   Status Set(const std::string& key, const Bytes& value) override { return client_->Set(key, value); }
@@ -281,6 +292,7 @@ class HostingStore final : public Store {
  private:
   std::unique_ptr<TcpStoreServer> server_;
   std::shared_ptr<TcpStoreClient> client_;
+  Timeout linger_;
 };
 
 }  // namespace
@@ -367,7 +379,7 @@ StatusOr<std::shared_ptr<Store>> ConnectJobStore(const JobEnv& job, Timeout time
   if (!client.ok()) return client.status().WithContext(fmt::format("while connecting {} to the job store",
                                                                     job.Describe()));
   TLOG(INFO, "{}: connected to the job store", job.Describe());
-  if (server) return std::shared_ptr<Store>(std::make_shared<HostingStore>(std::move(server), *client));
+  if (server) return std::shared_ptr<Store>(std::make_shared<HostingStore>(std::move(server), *client, timeout));
   return std::shared_ptr<Store>(*client);
 }
 

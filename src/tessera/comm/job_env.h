@@ -74,11 +74,11 @@ StatusOr<JobEnv> ParseJobEnv(const EnvMap& env);
 StatusOr<JobEnv> ReadJobEnv();
 
 // Connects to the job's store. Unless store_hosted, rank 0 first starts a
-// TcpStoreServer on every interface at master_port (the returned Store then
-// owns it: keep rank 0's Store alive until the other ranks are done with
-// theirs, e.g. past a final barrier). Every rank connects as an
-// authenticated client, retrying until `timeout` (also the per-call
-// timeout of Set/Add/Delete).
+// TcpStoreServer on every interface at master_port; the returned Store owns
+// it, and destroying it waits (at most `timeout`) until every other rank has
+// closed its connection, so rank 0 may finish first. Every rank connects as
+// an authenticated client, retrying until `timeout` (also the per-call
+// timeout of Set/Add/Delete). One process: an in-memory store.
 StatusOr<std::shared_ptr<Store>> ConnectJobStore(const JobEnv& job, Timeout timeout);
 
 // The first host name of a Slurm hostlist ("node[03-05,9],gpu1" -> "node03").

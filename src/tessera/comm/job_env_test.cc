@@ -298,6 +298,36 @@ TEST(ConnectJobStore, RankZeroHostsTheStore) {
   }
 }
 
+TEST(ConnectJobStore, RankZeroStoreLingersUntilOthersDisconnect) {
+  const int port = FreePort();
+  auto s0 = ConnectJobStore(Rank(0, 2, port, false), milliseconds(10000));
+  ASSERT_TRUE(s0.ok()) << s0.status().ToString();
+  auto s1 = ConnectJobStore(Rank(1, 2, port, false), milliseconds(10000));
+  ASSERT_TRUE(s1.ok()) << s1.status().ToString();
+  ASSERT_TRUE((*s0)->SetString("k", "from rank 0").ok());
+  // Rank 0 finishes first; its store must stay up while rank 1 uses it.
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread rank0_exit([&] { s0->reset(); });
+  std::this_thread::sleep_for(milliseconds(100));
+  auto v = (*s1)->GetString("k", milliseconds(1000));
+  EXPECT_TRUE(v.ok()) << v.status().ToString();
+  s1->reset();  // rank 1 leaves: rank 0's store closes promptly
+  rank0_exit.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(5000));
+
+  // The linger is bounded by the timeout.
+  const int port2 = FreePort();
+  auto h = ConnectJobStore(Rank(0, 2, port2, false), milliseconds(300));
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  auto stuck = ConnectJobStore(Rank(1, 2, port2, false), milliseconds(300));
+  ASSERT_TRUE(stuck.ok()) << stuck.status().ToString();
+  t0 = std::chrono::steady_clock::now();
+  h->reset();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, milliseconds(300));
+  EXPECT_LT(took, milliseconds(5000));
+}
+
 TEST(ConnectJobStore, LauncherHostedStoreAndPortConflict) {
   TcpStoreServer launcher(kToken);
   const int port = launcher.Start("127.0.0.1", 0).value();

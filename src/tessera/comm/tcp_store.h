@@ -57,6 +57,8 @@ class TcpStoreServer {
   // Connections accepted / refused (bad proof, bad frame, no auth in time).
   int64_t accepted_connections() const;
   int64_t refused_connections() const;
+  // Authenticated connections open now.
+  int64_t open_connections() const;
 
   class Impl;
 

@@ -67,6 +67,7 @@ class TcpStoreServer::Impl {
   std::string address_;
   std::atomic<int64_t> accepted_{0};
   std::atomic<int64_t> refused_{0};
+  std::atomic<int64_t> open_{0};
 
  private:
   Status Bind(const std::string& host, int port);
@@ -329,6 +330,7 @@ void TcpStoreServer::Impl::HandleAuth(Conn& c, const Bytes& payload) {
   }
   c.authed = true;
   ++accepted_;
+  ++open_;
   TLOG(DEBUG, "store server {}: authenticated {} ({})", address_, c.peer, c.client_info);
   Enqueue(c, wire::Writer().U8(0).Blob(ServerProof(token_, c.server_nonce, client_nonce)).Frame());
 }
@@ -476,6 +478,7 @@ void TcpStoreServer::Impl::Flush(Conn& c) {
 void TcpStoreServer::Impl::CloseConn(Conn& c) {
   if (c.dead) return;
   ::close(c.fd);
+  if (c.authed) --open_;
   c.fd = -1;
   c.dead = true;
   c.parked = false;
@@ -490,5 +493,6 @@ int TcpStoreServer::port() const { return impl_->port_.load(); }
 std::string TcpStoreServer::Address() const { return impl_->address_; }
 int64_t TcpStoreServer::accepted_connections() const { return impl_->accepted_.load(); }
 int64_t TcpStoreServer::refused_connections() const { return impl_->refused_.load(); }
+int64_t TcpStoreServer::open_connections() const { return impl_->open_.load(); }
 
 }  // namespace tessera::comm
