@@ -138,11 +138,23 @@ Status Communicator::Impl::Execute(const CollectiveArgs& a) {
     }
   }
   if (!st.ok()) {
-    Fail(st);
     if (!aborted.load()) {
-      transport->Abort(fmt::format("rank {} failed {}: {}", rank, ctx.Name(), st.message()));
+      // A broken tcp link only says that the peer went away; the peer (if it
+      // gave up rather than died) published why in the store: add it, so the
+      // root cause (e.g. "rank 2 died") travels down the chain of aborts.
+      const int peer = transport->failed_peer();
+      if (peer >= 0) {
+        StatusOr<std::string> why = store->GetString(fmt::format("abort/{}", peer), Timeout(300));
+        if (why.ok()) st = Status(st.code(), fmt::format("{}; {}", st.message(), *why));
+      }
+      const std::string reason = st.message();  // starts with the op name and this rank
+      if (topology.transport == transport::TransportKind::kTcp) {
+        (void)store->SetString(fmt::format("abort/{}", rank), reason);
+      }
+      transport->Abort(reason);
       if (hierarchy) hierarchy->Abort(st.message());
     }
+    Fail(st);
     TLOG(WARN, "{}", st.ToString());
   }
   return st;

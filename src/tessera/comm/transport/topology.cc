@@ -10,11 +10,17 @@
 
 #include <fmt/format.h>
 
+#include "tessera/base/knobs.h"
 #include "tessera/comm/transport/shm/waiter.h"
 #include "tessera/hal/topology.h"
 
 namespace tessera::comm::transport {
 namespace {
+
+base::Knob<std::string> kHostIdKnob("TESSERA_HOST_ID", "",
+                                    "communication topology: pretend this process runs on host <value> (ranks with "
+                                    "different values are treated as different hosts; tests of multi-host jobs on "
+                                    "one machine, e.g. in network namespaces)");
 
 std::string ReadBootId() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
@@ -64,9 +70,10 @@ RankPlace LocalPlace(const std::string& host_override) {
   if (gethostname(name, sizeof(name) - 1) != 0) std::snprintf(name, sizeof(name), "unknown-host");
   p.hostname = name;
   p.host_key = fmt::format("{}/{}", p.hostname, ReadBootId());
-  if (!host_override.empty()) {
-    p.hostname = host_override;
-    p.host_key = fmt::format("override/{}", host_override);
+  const std::string override_id = host_override.empty() ? kHostIdKnob.Get() : host_override;
+  if (!override_id.empty()) {
+    p.hostname = override_id;
+    p.host_key = fmt::format("override/{}", override_id);
   }
   p.numa_node = CurrentNumaNode();
   p.cpus = shm::UsableCpus();

@@ -27,7 +27,8 @@ struct RankPlace {
   static StatusOr<RankPlace> Parse(const std::string& text);
 };
 
-// This process's place. host_override (tests) replaces hostname and key.
+// This process's place. host_override (tests), else the TESSERA_HOST_ID
+// knob, replaces hostname and key.
 RankPlace LocalPlace(const std::string& host_override = "");
 
 struct TopologyPlan {

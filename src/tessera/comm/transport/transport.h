@@ -122,6 +122,10 @@ class Transport {
   // "rank 3 (host node-b, pid 4242)" for error messages.
   virtual std::string PeerDescription(int peer) const = 0;
 
+  // After a failed Exchange: the peer whose connection broke (it died,
+  // exited or aborted), or -1 when the failure was not a broken link.
+  virtual int failed_peer() const { return -1; }
+
   // Convenience wrappers around Exchange.
   Status SendRecv(int send_peer, const void* send_buf, size_t send_bytes, int recv_peer, void* recv_buf,
                   size_t recv_bytes, uint32_t tag, const OpContext& ctx);

@@ -346,7 +346,10 @@ Status Context::Exchange(std::span<P2pOp> ops, const OpContext& ctx) {
     bool moved = false;
     for (Pair* p : involved) {
       StatusOr<bool> r = p->Progress(ctx);
-      if (!r.ok()) return r.status();
+      if (!r.ok()) {
+        if (r.status().code() == StatusCode::kUnavailable) failed_peer_ = p->peer();
+        return r.status();
+      }
       moved = moved || *r;
     }
     bool all_done = true;

@@ -46,6 +46,7 @@ class Context final : public Transport {
   Status Exchange(std::span<P2pOp> ops, const OpContext& ctx) override;
   void Abort(std::string_view reason) override;
   std::string PeerDescription(int peer) const override;
+  int failed_peer() const override { return failed_peer_; }
   int streams() const { return streams_; }
   bool checksum() const { return checksum_; }
 
@@ -60,6 +61,7 @@ class Context final : public Transport {
   std::vector<std::unique_ptr<Pair>> pairs_;
   Waiter waiter_;
   std::atomic<bool> aborted_{false};
+  int failed_peer_ = -1;
 };
 
 }  // namespace tessera::comm::transport::tcp

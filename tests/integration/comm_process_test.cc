@@ -1,0 +1,264 @@
+// The communication library with ranks as separate processes: every
+// collective under `tessera launch` over shm and tcp, `tessera ccl-perf`
+// under the launcher, a rank SIGKILLed mid-collective (every survivor must
+// fail within the timeout with an error naming the op, and never hang), and
+// two "hosts" made of network namespaces joined by veth running collectives
+// hierarchically (shm inside each namespace, tcp across).
+#include <signal.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "netns.h"
+#include "test_util.h"
+#include "tessera/comm/api/communicator.h"
+
+namespace tessera {
+namespace {
+
+using testing::ProcResult;
+using testing::RunCommand;
+using testing::Subprocess;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+constexpr milliseconds kRunLimit(120000);
+
+std::string Self() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+int FreePort() {
+  // Ports from a per-process range; the store retries on conflicts.
+  static int next = 31000 + (::getpid() % 2000) * 8;
+  return next++;
+}
+
+std::string Show(const ProcResult& r) {
+  return "exit " + std::to_string(r.exit_code) + " signal " + std::to_string(r.term_signal) +
+         (r.timed_out ? " TIMED OUT" : "") + "\n--- stdout\n" + r.out + "\n--- stderr\n" + r.err;
+}
+
+// ---- The test binary as one rank (TESSERA_COMM_CHILD selects what it does) ----
+
+void Emit(const std::string& line) {
+  if (const char* path = std::getenv("TESSERA_COMM_CHILD_OUT")) {
+    std::ofstream(path, std::ios::app) << line << "\n";
+  }
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+// Every collective once, with results checked.
+Status RunCollectives(comm::Communicator& c) {
+  const int n = c.size(), r = c.rank();
+  std::vector<float> x(300001);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((r + 1) * (i % 7));
+  TESSERA_RETURN_IF_ERROR(c.AllReduce(x.data(), x.data(), x.size(), comm::DataType::kFloat32, comm::ReduceOp::kSum));
+  for (size_t i = 0; i < x.size(); i += 997) {
+    if (x[i] != static_cast<float>(n * (n + 1) / 2 * (i % 7))) return Internal("all_reduce wrong at {}", i);
+  }
+  std::vector<int64_t> mine(1000, r), all(1000 * n);
+  TESSERA_RETURN_IF_ERROR(c.AllGather(mine.data(), all.data(), 1000, comm::DataType::kInt64));
+  for (int j = 0; j < n; ++j) {
+    if (all[j * 1000 + 999] != j) return Internal("all_gather wrong from {}", j);
+  }
+  std::vector<int32_t> out(4096 * n), in(4096 * n);
+  for (int j = 0; j < n; ++j) std::fill(out.begin() + j * 4096, out.begin() + (j + 1) * 4096, r * 100 + j);
+  TESSERA_RETURN_IF_ERROR(c.AllToAll(out.data(), in.data(), 4096, comm::DataType::kInt32));
+  for (int j = 0; j < n; ++j) {
+    if (in[j * 4096] != j * 100 + r) return Internal("all_to_all wrong from {}", j);
+  }
+  std::vector<double> b(50000, r == n - 1 ? 2.5 : 0.0);
+  TESSERA_RETURN_IF_ERROR(c.Broadcast(b.data(), b.data(), b.size(), comm::DataType::kFloat64, n - 1));
+  if (b[49999] != 2.5) return Internal("broadcast wrong");
+  std::vector<float> rs_in(1000 * n, 1.0f), rs_out(1000);
+  TESSERA_RETURN_IF_ERROR(
+      c.ReduceScatter(rs_in.data(), rs_out.data(), 1000, comm::DataType::kFloat32, comm::ReduceOp::kSum));
+  if (rs_out[999] != static_cast<float>(n)) return Internal("reduce_scatter wrong");
+  float token = static_cast<float>(r), got = -1;
+  TESSERA_RETURN_IF_ERROR(
+      c.SendRecv(&token, 1, (r + 1) % n, &got, 1, (r + n - 1) % n, comm::DataType::kFloat32));
+  if (got != static_cast<float>((r + n - 1) % n)) return Internal("send_recv wrong");
+  return c.Barrier();
+}
+
+TEST(CommChild, Rank) {
+  const char* mode_env = std::getenv("TESSERA_COMM_CHILD");
+  if (mode_env == nullptr) GTEST_SKIP() << "runs only as a rank process of the CommProcess tests";
+  const std::string mode = mode_env;
+  auto comm = comm::Communicator::FromEnvironment();
+  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+  comm::Communicator& c = **comm;
+  const std::string tag = "rank " + std::to_string(c.rank()) + " of " + std::to_string(c.size());
+  if (mode == "collectives") {
+    Status st = RunCollectives(c);
+    ASSERT_TRUE(st.ok()) << tag << ": " << st.ToString();
+    Emit("COMM-CHILD-OK " + tag + " transport " + std::string(comm::transport::TransportKindName(c.transport_kind())));
+    return;
+  }
+  // "loop": all-reduces until one fails (a peer gets SIGKILLed by the test).
+  Emit("COMM-READY " + tag + " pid " + std::to_string(::getpid()));
+  std::vector<float> x(1 << 20, 1.0f);
+  for (int i = 0; i < 1000000; ++i) {
+    Status st = c.AllReduce(x.data(), x.data(), x.size(), comm::DataType::kFloat32, comm::ReduceOp::kMax);
+    if (!st.ok()) {
+      Emit("COMM-ERROR " + tag + ": " + st.ToString());
+      std::fflush(stdout);
+      // Rank 0 hosts the job's store (no launcher here): keep it up a moment
+      // for the other survivors' lookups of why their peers gave up.
+      if (c.rank() == 0) std::this_thread::sleep_for(milliseconds(1500));
+      std::_Exit(3);
+    }
+  }
+  Emit("COMM-NO-ERROR " + tag);
+}
+
+// ---- Tests ----
+
+std::vector<std::string> LaunchSelf(int nproc) {
+  return {TESSERA_BIN, "launch", "--nproc", std::to_string(nproc), "--", Self(), "--gtest_filter=CommChild.Rank"};
+}
+
+TEST(CommProcess, EveryCollectiveOverShmAndTcp) {
+  for (const char* transport : {"shm", "tcp"}) {
+    ProcResult r = RunCommand(LaunchSelf(4), kRunLimit,
+                              {{"TESSERA_COMM_CHILD", "collectives"}, {"TESSERA_TRANSPORT", transport}});
+    ASSERT_EQ(r.exit_code, 0) << transport << "\n" << Show(r);
+    for (int k = 0; k < 4; ++k) {
+      EXPECT_NE(r.out.find("COMM-CHILD-OK rank " + std::to_string(k) + " of 4 transport " + transport),
+                std::string::npos)
+          << Show(r);
+    }
+  }
+}
+
+TEST(CommProcess, CclPerfUnderTheLauncher) {
+  for (const char* op : {"allreduce", "alltoall", "reducescatter", "sendrecv"}) {
+    ProcResult r = RunCommand({TESSERA_BIN, "launch", "--nproc", "3", "--", TESSERA_BIN, "ccl-perf", op, "-b", "8", "-e",
+                               "256K", "-f", "16", "-n", "2", "-w", "1"},
+                              kRunLimit);
+    ASSERT_EQ(r.exit_code, 0) << op << "\n" << Show(r);
+    EXPECT_NE(r.out.find("[rank 0] # Out of bounds values : 0 OK"), std::string::npos) << Show(r);
+    EXPECT_NE(r.out.find("[rank 0] # Avg bus bandwidth    : "), std::string::npos) << Show(r);
+  }
+}
+
+// Starts `n` rank processes directly (no launcher: it would stop the job
+// when one rank dies, and we want to see what the survivors report).
+std::vector<std::unique_ptr<Subprocess>> StartRanks(int n, const std::string& transport, int timeout_ms) {
+  const std::string port = std::to_string(FreePort());
+  std::vector<std::unique_ptr<Subprocess>> ranks;
+  for (int r = 0; r < n; ++r) {
+    ranks.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{Self(), "--gtest_filter=CommChild.Rank"},
+        std::map<std::string, std::string>{{"TESSERA_COMM_CHILD", "loop"},
+                                           {"RANK", std::to_string(r)},
+                                           {"WORLD_SIZE", std::to_string(n)},
+                                           {"LOCAL_RANK", std::to_string(r)},
+                                           {"LOCAL_WORLD_SIZE", std::to_string(n)},
+                                           {"MASTER_ADDR", "127.0.0.1"},
+                                           {"MASTER_PORT", port},
+                                           {"TESSERA_JOB_TOKEN", "comm-process-test-token-0123456789"},
+                                           {"TESSERA_STORE_HOSTED", ""},
+                                           {"TESSERA_TRANSPORT", transport},
+                                           {"TESSERA_COMM_TIMEOUT_MS", std::to_string(timeout_ms)}}));
+  }
+  return ranks;
+}
+
+TEST(CommProcess, SigkillMidCollectiveFailsEverySurvivorWithinTheTimeout) {
+  for (const char* transport : {"shm", "tcp"}) {
+    constexpr int kRanks = 4, kVictim = 2, kTimeoutMs = 4000;
+    auto ranks = StartRanks(kRanks, transport, kTimeoutMs);
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(ranks[r]->WaitForOutput("COMM-READY", milliseconds(60000)))
+          << transport << " rank " << r << " never got ready\n"
+          << ranks[r]->out() << ranks[r]->err();
+    }
+    std::this_thread::sleep_for(milliseconds(200));  // deep inside the loop of 4 MiB all-reduces
+    const auto killed_at = Clock::now();
+    ASSERT_EQ(::kill(ranks[kVictim]->pid(), SIGKILL), 0);
+    for (int r = 0; r < kRanks; ++r) {
+      if (r == kVictim) continue;
+      ProcResult res = ranks[r]->Finish(milliseconds(kTimeoutMs + 10000));
+      const double secs = std::chrono::duration<double>(Clock::now() - killed_at).count();
+      EXPECT_FALSE(res.timed_out) << transport << " rank " << r << " hung\n" << Show(res);
+      EXPECT_EQ(res.exit_code, 3) << transport << " rank " << r << "\n" << Show(res);
+      EXPECT_LT(secs, kTimeoutMs / 1000.0 + 3) << transport << " rank " << r << "\n" << Show(res);
+      EXPECT_NE(res.out.find("COMM-ERROR"), std::string::npos) << Show(res);
+      const size_t at = res.out.find("COMM-ERROR");
+      if (at != std::string::npos) {
+        std::printf("[%s, %.2f s] %s\n", transport, secs, res.out.substr(at, res.out.find('\n', at) - at).c_str());
+      }
+      EXPECT_NE(res.out.find("all_reduce"), std::string::npos) << Show(res);
+      // Over shm every survivor waits on the victim and names it; over tcp the
+      // victim's neighbours name it and the others name the neighbour that
+      // gave up on them.
+      if (std::string(transport) == "shm" || r == kVictim - 1 || r == kVictim + 1) {
+        EXPECT_NE(res.out.find("rank 2"), std::string::npos) << transport << " rank " << r << "\n" << Show(res);
+      }
+    }
+    ranks[kVictim]->Finish(milliseconds(5000));
+  }
+}
+
+TEST(CommProcess, TwoHostsInNetworkNamespacesRunHierarchicalCollectives) {
+  testing::NetnsPair net;
+  if (!net.ok()) GTEST_SKIP() << net.skip_reason();
+  const std::string port = std::to_string(FreePort());
+  char dir_template[] = "/tmp/tessera-comm-netns-XXXXXX";
+  const std::string dir = ::mkdtemp(dir_template);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 4; ++r) {
+    const bool host_a = r < 2;
+    const std::string out = dir + "/rank" + std::to_string(r);
+    const std::string self = Self();
+    pids.push_back(testing::NetnsPair::RunInNamespace(host_a ? net.ns_a() : net.ns_b(), [&, r, host_a]() -> int {
+      const std::string env[] = {"TESSERA_COMM_CHILD=collectives",
+                                 "RANK=" + std::to_string(r),
+                                 "WORLD_SIZE=4",
+                                 "LOCAL_RANK=" + std::to_string(r % 2),
+                                 "LOCAL_WORLD_SIZE=2",
+                                 "MASTER_ADDR=" + net.addr_a(),
+                                 "MASTER_PORT=" + port,
+                                 "TESSERA_JOB_TOKEN=netns-comm-test-token-0123456789",
+                                 std::string("TESSERA_HOST_ID=") + (host_a ? "host-a" : "host-b"),
+                                 "TESSERA_COMM_CHILD_OUT=" + out,
+                                 "TESSERA_COMM_TIMEOUT_MS=30000"};
+      for (const std::string& e : env) ::putenv(::strdup(e.c_str()));
+      ::unsetenv("TESSERA_STORE_HOSTED");
+      ::unsetenv("TESSERA_TRANSPORT");
+      ::execl(self.c_str(), self.c_str(), "--gtest_filter=CommChild.Rank", static_cast<char*>(nullptr));
+      return 98;
+    }));
+  }
+  for (int r = 0; r < 4; ++r) {
+    const int rc = testing::NetnsPair::Wait(pids[r], kRunLimit);
+    std::ifstream in(dir + "/rank" + std::to_string(r));
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_EQ(rc, 0) << "rank " << r << ": " << text.str();
+    // The flat transport across the two hosts is tcp; all_reduce/all_gather/
+    // reduce_scatter ran hierarchically (shm inside each namespace).
+    EXPECT_NE(text.str().find("COMM-CHILD-OK rank " + std::to_string(r) + " of 4 transport tcp"), std::string::npos)
+        << text.str();
+  }
+  (void)std::system(("rm -rf " + dir).c_str());
+}
+
+}  // namespace
+}  // namespace tessera
