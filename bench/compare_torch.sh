@@ -10,7 +10,7 @@ CONFIG=${1:-configs/train/default.toml}
 STEPS=${2:-40}
 REPEATS=${3:-3}
 THREADS=${THREADS:-$(nproc)}
-BIN=build/bin/tessera
+BIN=${BIN:-build/bin/tessera}
 PY=/usr/bin/python3
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -23,7 +23,10 @@ for r in $(seq "$REPEATS"); do
     --set train.threads="$THREADS" --set train.out_dir="$TMP/runs" --set name=bench >/dev/null
   t=$("$PY" -c "import json;print(json.load(open('$TMP/runs/bench/summary.json'))['tokens_per_s'])")
   mfu=$("$PY" -c "import json;print(json.load(open('$TMP/runs/bench/summary.json'))['mfu'])")
-  p=$(OMP_NUM_THREADS=$THREADS "$PY" bench/torch_gpt.py "$CONFIG" "$TMP/batches.bin" --steps $((STEPS - 3)) \
+  # PyTorch at its best here: OpenBLAS (libopenblas0-pthread provides libblas.so.3, which Debian's
+  # torch calls) with the environment's OPENBLAS_CORETYPE/L2_SIZE overrides removed (they halve it),
+  # and the same OpenMP wait policy as Tessera.
+  p=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=passive OMP_NUM_THREADS=$THREADS "$PY" bench/torch_gpt.py "$CONFIG" "$TMP/batches.bin" --steps $((STEPS - 3)) \
       --warmup 3 --threads "$THREADS" | "$PY" -c "import json,sys;print(json.load(sys.stdin)['tokens_per_s'])")
   printf "repeat %d: tessera %.0f tok/s (MFU %.1f%%)  pytorch %.0f tok/s  ratio %.2f\n" "$r" "$t" \
     "$("$PY" -c "print($mfu*100)")" "$p" "$("$PY" -c "print($t/$p)")"

@@ -12,6 +12,7 @@ PACKAGES=(
   iproute2
   python3 python3-numpy python3-torch
   openmpi-bin libopenmpi-dev libgloo-dev
+  libopenblas0-pthread
 )
 
 missing=()
