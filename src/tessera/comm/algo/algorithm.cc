@@ -1,5 +1,6 @@
 #include "tessera/comm/algo/algorithm.h"
 
+#include <immintrin.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -9,8 +10,29 @@
 #include <string>
 
 #include "tessera/base/check.h"
+#include "tessera/base/knobs.h"
 
 namespace tessera::comm::algo {
+namespace {
+
+base::Knob<int64_t> kStreamKbKnob("TESSERA_STREAM_KB", 8192,
+                                  "collectives: outputs of at least this many KiB per rank are written with "
+                                  "non-temporal (streaming) stores; 0 = never");
+
+}  // namespace
+
+bool StreamOutput(size_t total_output_bytes) {
+  static const int64_t kb = kStreamKbKnob.Get();
+  return kb > 0 && total_output_bytes >= static_cast<size_t>(kb) << 10;
+}
+
+bool StreamOutput(const CollectiveArgs& a, size_t total_output_bytes) {
+  if (a.send == nullptr || a.recv == nullptr) return StreamOutput(total_output_bytes);
+  const auto s = reinterpret_cast<uintptr_t>(a.send);
+  const auto r = reinterpret_cast<uintptr_t>(a.recv);
+  const bool in_place = s == r || (s > r && s < r + total_output_bytes) || (r > s && r < s + total_output_bytes);
+  return !in_place && StreamOutput(total_output_bytes);
+}
 
 std::string_view AlgorithmName(Algorithm algo) {
   switch (algo) {
@@ -78,6 +100,34 @@ Range SplitRange(size_t count, int n, int i, size_t align) {
 void CopyBytes(void* dst, const void* src, size_t n) {
   if (n == 0 || dst == src) return;
   std::memcpy(dst, src, n);
+}
+
+void CopyOut(void* dst, const void* src, size_t n, bool stream) {
+  if (n == 0 || dst == src) return;
+  if (!stream || n < 4096) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  auto* d = static_cast<uint8_t*>(dst);
+  const auto* s = static_cast<const uint8_t*>(src);
+  const size_t head = (32 - (reinterpret_cast<uintptr_t>(d) & 31)) & 31;
+  std::memcpy(d, s, head);
+  d += head;
+  s += head;
+  n -= head;
+  size_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32));
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 64));
+    const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 96));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), a);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 32), b);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 64), c);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 96), e);
+  }
+  _mm_sfence();
+  std::memcpy(d + i, s + i, n - i);
 }
 
 }  // namespace tessera::comm::algo

@@ -132,8 +132,22 @@ inline void DivideBlock(A* acc, size_t n, int divisor) {
   }
 }
 
+// Streams n bytes from an L1-resident block to dst (non-temporal stores
+// where dst is 32-byte aligned).
+inline void StreamBlock(uint8_t* dst, const uint8_t* src, size_t n) {
+  size_t i = 0;
+  if ((reinterpret_cast<uintptr_t>(dst) & 31) == 0) {
+    for (; i + 32 <= n; i += 32) {
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+    }
+  }
+  std::memcpy(dst + i, src + i, n - i);
+}
+
 template <typename T, ReduceOp kOp>
-void ReduceManyT(void* dst_v, const void* const* srcs_v, int num_srcs, size_t count, int avg_divisor) {
+void ReduceManyT(void* dst_v, const void* const* srcs_v, int num_srcs, size_t count, int avg_divisor,
+                 bool stream_dst) {
   using A = typename Traits<T>::Acc;
   alignas(64) A acc[kBlock];
   alignas(64) A tmp[kBlock];
@@ -143,8 +157,15 @@ void ReduceManyT(void* dst_v, const void* const* srcs_v, int num_srcs, size_t co
     Load<T>(acc, static_cast<const T*>(srcs_v[0]) + base, n);
     for (int k = 1; k < num_srcs; ++k) CombineFrom<T, kOp>(acc, tmp, static_cast<const T*>(srcs_v[k]) + base, n);
     if (kOp == ReduceOp::kAvg && avg_divisor > 0) DivideBlock<A>(acc, n, avg_divisor);
-    Store<T>(dst + base, acc, n);
+    if (stream_dst) {
+      alignas(64) T staged[kBlock];
+      Store<T>(staged, acc, n);
+      StreamBlock(reinterpret_cast<uint8_t*>(dst + base), reinterpret_cast<const uint8_t*>(staged), n * sizeof(T));
+    } else {
+      Store<T>(dst + base, acc, n);
+    }
   }
+  if (stream_dst) _mm_sfence();
 }
 
 template <typename T, ReduceOp kOp>
@@ -204,17 +225,18 @@ auto DispatchType(DataType dtype, F&& f) {
 }  // namespace
 
 void ReduceMany(void* dst, const void* const* srcs, int num_srcs, size_t count, DataType dtype, ReduceOp op,
-                int avg_divisor) {
+                int avg_divisor, bool stream_dst) {
   TESSERA_CHECK(num_srcs >= 1);
   if (count == 0) return;
   DispatchType(dtype, [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
-      case ReduceOp::kSum: return ReduceManyT<T, ReduceOp::kSum>(dst, srcs, num_srcs, count, 0);
-      case ReduceOp::kProd: return ReduceManyT<T, ReduceOp::kProd>(dst, srcs, num_srcs, count, 0);
-      case ReduceOp::kMin: return ReduceManyT<T, ReduceOp::kMin>(dst, srcs, num_srcs, count, 0);
-      case ReduceOp::kMax: return ReduceManyT<T, ReduceOp::kMax>(dst, srcs, num_srcs, count, 0);
-      case ReduceOp::kAvg: return ReduceManyT<T, ReduceOp::kAvg>(dst, srcs, num_srcs, count, avg_divisor);
+      case ReduceOp::kSum: return ReduceManyT<T, ReduceOp::kSum>(dst, srcs, num_srcs, count, 0, stream_dst);
+      case ReduceOp::kProd: return ReduceManyT<T, ReduceOp::kProd>(dst, srcs, num_srcs, count, 0, stream_dst);
+      case ReduceOp::kMin: return ReduceManyT<T, ReduceOp::kMin>(dst, srcs, num_srcs, count, 0, stream_dst);
+      case ReduceOp::kMax: return ReduceManyT<T, ReduceOp::kMax>(dst, srcs, num_srcs, count, 0, stream_dst);
+      case ReduceOp::kAvg:
+        return ReduceManyT<T, ReduceOp::kAvg>(dst, srcs, num_srcs, count, avg_divisor, stream_dst);
     }
   });
 }

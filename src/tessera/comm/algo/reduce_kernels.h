@@ -23,8 +23,10 @@ namespace tessera::comm::algo {
 // kAvg the sum is divided by `avg_divisor` (the group size) when it is > 0,
 // and left as a sum when it is 0. dst may be the same buffer as any source
 // (not a partial overlap).
+// stream_dst writes dst with non-temporal stores (large outputs that are
+// not read back soon; see algorithm.h).
 void ReduceMany(void* dst, const void* const* srcs, int num_srcs, size_t count, DataType dtype, ReduceOp op,
-                int avg_divisor);
+                int avg_divisor, bool stream_dst = false);
 
 // dst[i] = dst[i] op src[i]; kAvg adds (finalize with DivideBy).
 void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op);

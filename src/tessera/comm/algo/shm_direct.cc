@@ -35,6 +35,7 @@ Status ShmDirectAllReduce(const CollectiveArgs& a, AlgoEnv& env) {
   const auto* send = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
   PointerList srcs(n);
+  const bool stream = StreamOutput(a, a.count * elem);
   if (a.count * elem <= shm.ll_capacity()) {  // one low-latency step, no barrier
     if (a.count == 0) return Status::Ok();
     TESSERA_RETURN_IF_ERROR(shm.LlStep(send, a.count * elem, *env.ctx));
@@ -51,7 +52,7 @@ Status ShmDirectAllReduce(const CollectiveArgs& a, AlgoEnv& env) {
     TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
     if (output) {
       for (int j = 0; j < n; ++j) srcs[j] = shm.window(j, p);
-      ReduceMany(recv + off * elem, srcs.data(), n, cnt, a.dtype, a.op, n);
+      ReduceMany(recv + off * elem, srcs.data(), n, cnt, a.dtype, a.op, n, stream);
     }
   }
   return Status::Ok();
@@ -77,6 +78,7 @@ Status ShmTwoPhaseAllReduce(const CollectiveArgs& a, AlgoEnv& env) {
   const size_t result_off = (chunk * elem + 63) / 64 * 64;
   const size_t chunks = (a.count + chunk - 1) / chunk;
   const bool output = a.kind != CollectiveKind::kReduce || me == a.root;
+  const bool stream = StreamOutput(a, a.count * elem);
   const auto* send = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
   auto chunk_count = [&](size_t k) { return std::min(chunk, a.count - k * chunk); };
@@ -92,7 +94,7 @@ Status ShmTwoPhaseAllReduce(const CollectiveArgs& a, AlgoEnv& env) {
       for (int j = 0; j < n; ++j) {
         if (j == me) continue;
         const Range sl = SplitRange(cnt, n, j, g);
-        std::memcpy(recv + (base + sl.begin) * elem, shm.window(j, q) + result_off, sl.size() * elem);
+        CopyOut(recv + (base + sl.begin) * elem, shm.window(j, q) + result_off, sl.size() * elem, stream);
       }
     }
     if (k == chunks) break;
@@ -103,7 +105,7 @@ Status ShmTwoPhaseAllReduce(const CollectiveArgs& a, AlgoEnv& env) {
     uint8_t* result = shm.window(me, np) + result_off;
     for (int j = 0; j < n; ++j) srcs[j] = shm.window(j, q) + sl.begin * elem;
     ReduceMany(result, srcs.data(), n, sl.size(), a.dtype, a.op, n);
-    if (output) std::memcpy(recv + (base + sl.begin) * elem, result, sl.size() * elem);
+    if (output) CopyOut(recv + (base + sl.begin) * elem, result, sl.size() * elem, stream);
     if (k + 1 < chunks) std::memcpy(shm.window(me, np), send + (base + chunk) * elem, chunk_count(k + 1) * elem);
     TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
   }
@@ -130,7 +132,7 @@ Status ShmDirectBroadcast(const CollectiveArgs& a, AlgoEnv& env) {
   TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
   for (size_t k = 0; k < chunks; ++k) {
     const int q = static_cast<int>(shm.step() & 1u);
-    if (!root) std::memcpy(recv + k * w, shm.window(a.root, q), len(k));
+    if (!root) CopyOut(recv + k * w, shm.window(a.root, q), len(k), StreamOutput(a, bytes));
     if (k + 1 == chunks) break;
     if (root) std::memcpy(shm.window(a.root, shm.NextParity()), src + (k + 1) * w, len(k + 1));
     TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));

@@ -46,15 +46,12 @@ Status ShmDirectAllGather(const CollectiveArgs& a, AlgoEnv& env) {
   auto len = [&](size_t k) { return std::min(w, bytes - k * w); };
   std::memcpy(shm.window(env.rank, shm.NextParity()), send, len(0));
   TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
+  const bool stream = StreamOutput(a, n * bytes);
   for (size_t k = 0; k < chunks; ++k) {
     const int q = static_cast<int>(shm.step() & 1u);
     for (int j = 0; j < n; ++j) {
       uint8_t* dst = recv + j * bytes + k * w;
-      if (j == env.rank) {
-        CopyBytes(dst, send + k * w, len(k));
-      } else {
-        std::memcpy(dst, shm.window(j, q), len(k));
-      }
+      CopyOut(dst, j == env.rank ? send + k * w : shm.window(j, q), len(k), stream);
     }
     if (k + 1 == chunks) break;
     std::memcpy(shm.window(env.rank, shm.NextParity()), send + (k + 1) * w, len(k + 1));
@@ -91,7 +88,7 @@ Status ShmDirectReduceScatter(const CollectiveArgs& a, AlgoEnv& env) {
   for (size_t k = 0; k < chunks; ++k) {
     const int q = static_cast<int>(shm.step() & 1u);
     for (int j = 0; j < n; ++j) srcs[j] = shm.window(j, q) + env.rank * sub;
-    ReduceMany(recv + k * chunk * elem, srcs.data(), n, cnt(k), a.dtype, a.op, n);
+    ReduceMany(recv + k * chunk * elem, srcs.data(), n, cnt(k), a.dtype, a.op, n, StreamOutput(a, a.count * elem));
     if (k + 1 == chunks) break;
     stage(k + 1);
     TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
@@ -153,8 +150,11 @@ Status ShmDirectAllToAll(const CollectiveArgs& a, AlgoEnv& env) {
       if (p) std::memcpy(win + d * sub, send + send_off(d) + k * sub, p);
     }
   };
+  size_t total_out = 0;
+  for (int j = 0; j < n; ++j) total_out += recv_len(j);
+  const bool stream = StreamOutput(a, total_out);
   // Own block moves directly (no staging).
-  CopyBytes(recv + recv_off(me), send + send_off(me), std::min(send_len(me), recv_len(me)));
+  CopyOut(recv + recv_off(me), send + send_off(me), std::min(send_len(me), recv_len(me)), stream);
   stage(0);
   TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
   for (size_t k = 0; k < chunks; ++k) {
@@ -162,7 +162,7 @@ Status ShmDirectAllToAll(const CollectiveArgs& a, AlgoEnv& env) {
     for (int j = 0; j < n; ++j) {
       if (j == me) continue;
       const size_t p = piece(recv_len(j), k);
-      if (p) std::memcpy(recv + recv_off(j) + k * sub, shm.window(j, q) + me * sub, p);
+      if (p) CopyOut(recv + recv_off(j) + k * sub, shm.window(j, q) + me * sub, p, stream);
     }
     if (k + 1 == chunks) break;
     stage(k + 1);
@@ -198,7 +198,7 @@ Status ShmDirectGather(const CollectiveArgs& a, AlgoEnv& env) {
     const int q = static_cast<int>(shm.step() & 1u);
     if (root) {
       for (int j = 0; j < n; ++j) {
-        if (j != a.root) std::memcpy(recv + j * bytes + k * w, shm.window(j, q), len(k));
+        if (j != a.root) CopyOut(recv + j * bytes + k * w, shm.window(j, q), len(k), StreamOutput(a, n * bytes));
       }
     }
     if (k + 1 == chunks) break;
@@ -238,7 +238,7 @@ Status ShmDirectScatter(const CollectiveArgs& a, AlgoEnv& env) {
   TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
   for (size_t k = 0; k < chunks; ++k) {
     const int q = static_cast<int>(shm.step() & 1u);
-    if (!root) std::memcpy(recv + k * sub, shm.window(a.root, q) + env.rank * sub, len(k));
+    if (!root) CopyOut(recv + k * sub, shm.window(a.root, q) + env.rank * sub, len(k), StreamOutput(a, bytes));
     if (k + 1 == chunks) break;
     if (root) stage(k + 1);
     TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
