@@ -145,9 +145,29 @@ inline void StreamBlock(uint8_t* dst, const uint8_t* src, size_t n) {
   std::memcpy(dst + i, src + i, n - i);
 }
 
+// Element by element in registers: for the tiny messages of the latency
+// path (no block buffers).
+template <typename T, ReduceOp kOp>
+void ReduceSmallT(void* dst_v, const void* const* srcs_v, int num_srcs, size_t count, int avg_divisor) {
+  using A = typename Traits<T>::Acc;
+  using W = typename Traits<T>::Wrap;
+  T* dst = static_cast<T*>(dst_v);
+  for (size_t i = 0; i < count; ++i) {
+    A acc, x;
+    Load<T>(&acc, static_cast<const T*>(srcs_v[0]) + i, 1);
+    for (int k = 1; k < num_srcs; ++k) {
+      Load<T>(&x, static_cast<const T*>(srcs_v[k]) + i, 1);
+      Combine<A, W, kOp>(&acc, &x, 1);
+    }
+    if (kOp == ReduceOp::kAvg && avg_divisor > 0) DivideBlock<A>(&acc, 1, avg_divisor);
+    Store<T>(dst + i, &acc, 1);
+  }
+}
+
 template <typename T, ReduceOp kOp>
 void ReduceManyT(void* dst_v, const void* const* srcs_v, int num_srcs, size_t count, int avg_divisor,
                  bool stream_dst) {
+  if (count * sizeof(T) <= 64) return ReduceSmallT<T, kOp>(dst_v, srcs_v, num_srcs, count, avg_divisor);
   using A = typename Traits<T>::Acc;
   alignas(64) A acc[kBlock];
   alignas(64) A tmp[kBlock];

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 
 #include <fmt/format.h>
 
@@ -29,6 +30,16 @@ base::Knob<std::string> kAlgoKnob("TESSERA_ALGO", "",
                                   "e.g. all_reduce=ring,all_to_all=pairwise");
 
 using Clock = std::chrono::steady_clock;
+
+// The op start for deadlines: CLOCK_MONOTONIC_COARSE (the steady clock's
+// base, a few ms of resolution) costs a fraction of a precise read on the
+// latency path; deadlines are seconds away.
+Clock::time_point CoarseNow() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(ts.tv_sec) +
+                                                                       std::chrono::nanoseconds(ts.tv_nsec)));
+}
 
 // Agrees on the cost-model constants: rank 0 reads the cache (or asks for a
 // measurement) and publishes through the store; everyone measures together
@@ -96,7 +107,7 @@ Status Communicator::Impl::Execute(const CollectiveArgs& a) {
   ctx.comm = &options.name;
   ctx.rank = rank;
   ctx.size = size;
-  ctx.deadline = Clock::now() + timeout;
+  ctx.deadline = CoarseNow() + timeout;
   ctx.aborted = &aborted;
   ctx.timeout = timeout;
   algo::AlgoEnv env;

@@ -39,10 +39,11 @@ Status Executor::RunBlocking(const CollectiveArgs& args) {
       Status st = runner_(args);
       lock.lock();
       busy_ = false;
-      const bool more = !queue_.empty();
+      const bool wake_thread = thread_.joinable();
+      const bool wake_idle = queue_.empty() && idle_waiters_ > 0;
       lock.unlock();
-      cv_.notify_all();
-      if (!more) idle_cv_.notify_all();
+      if (wake_thread) cv_.notify_all();
+      if (wake_idle) idle_cv_.notify_all();
       return st;
     }
   }
@@ -67,7 +68,9 @@ void Executor::Cancel(const Status& status) {
 
 void Executor::Drain() {
   std::unique_lock<std::mutex> lock(mu_);
+  ++idle_waiters_;
   idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  --idle_waiters_;
 }
 
 void Executor::Loop() {

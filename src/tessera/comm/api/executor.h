@@ -47,6 +47,7 @@ class Executor {
   std::deque<std::shared_ptr<WorkState>> queue_;
   bool busy_ = false;
   bool stop_ = false;
+  int idle_waiters_ = 0;  // threads in Drain()
   Status cancelled_;
   std::thread thread_;
 };

@@ -81,21 +81,22 @@ inline void WakeIfWaiting(PackedFutexWord& w) {
 // each sleep; a non-OK check() ends the wait with that status.
 template <typename Word, typename Ready, typename Check>
 Status SpinThenSleep(Word& word, const SpinPolicy& policy, Ready&& ready, Check&& check) {
+  // A short spin without reading the clock (a vDSO call per round is
+  // measurable on the latency path), then the timed phases.
+  if (policy.spin_ns > 0) {
+    for (int i = 0; i < 2048; ++i) {
+      if (ready()) return Status::Ok();
+      _mm_pause();
+    }
+  }
   if (ready()) return Status::Ok();
-  const int64_t spin_start = NowNs();
-  const int64_t spin_end = spin_start + policy.spin_ns;
-  int64_t next_yield = spin_start + 50'000;
+  const int64_t spin_end = NowNs() + policy.spin_ns;
   while (true) {
     for (int i = 0; i < 32; ++i) {
       if (ready()) return Status::Ok();
       _mm_pause();
     }
-    const int64_t now = NowNs();
-    if (now >= spin_end) break;
-    if (now >= next_yield) {  // let a runnable peer (or anyone) have this core now and then
-      YieldCore();
-      next_yield = now + 50'000;
-    }
+    if (NowNs() >= spin_end) break;
   }
   if (policy.yield_ns > 0) {
     const int64_t yield_end = NowNs() + policy.yield_ns;
