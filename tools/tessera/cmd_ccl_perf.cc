@@ -32,7 +32,7 @@ struct CclPerfArgs {
   std::string redop = "sum";
   int root = 0;
   int check = 1;
-  int blocking = 0;
+  int blocking = 1;
   int average = 1;
   int threads = 0;
   std::string algo;
@@ -106,7 +106,9 @@ void RegisterCclPerfCommand(CLI::App& app) {
   sub->add_option("-o,--op", args->redop, "sum, prod, min, max, avg");
   sub->add_option("-r,--root", args->root, "root of broadcast and reduce");
   sub->add_option("-c,--check", args->check, "check results (0/1)");
-  sub->add_option("-z,--blocking", args->blocking, "1: blocking calls; 0: queue the iterations asynchronously");
+  sub->add_option("-z,--blocking", args->blocking,
+                  "1 (default): each iteration is a blocking call, run on the calling thread; 0: queue all "
+                  "iterations asynchronously on the progress thread, then wait (nccl-tests' default)");
   sub->add_option("-a,--average", args->average, "time over ranks: 0 rank 0, 1 mean, 2 min, 3 max");
   sub->add_option("--threads", args->threads, "run N ranks as threads of this process (no launcher)");
   sub->add_option("--algo", args->algo, "force algorithms (like TESSERA_ALGO)");

@@ -23,7 +23,7 @@ base::Knob<std::string> kCostCacheKnob("TESSERA_COMM_MODEL_CACHE", "",
                                        "$XDG_CACHE_HOME/tessera/comm_model.json or ~/.cache/tessera/comm_model.json, "
                                        "off = measure every time");
 
-constexpr int kCacheVersion = 2;
+constexpr int kCacheVersion = 5;
 
 double Log2Ceil(int n) {
   int l = 0;
@@ -116,8 +116,17 @@ std::optional<double> PredictSeconds(Algorithm algo, const CollectiveArgs& a, co
   const double logn = Log2Ceil(in.size);
   using K = CollectiveKind;
   switch (algo) {
-    case Algorithm::kShmDirect:
+    case Algorithm::kShmDirect: {
       if (!shm) return std::nullopt;
+      // Payload of this rank's low-latency slot when the op fits one.
+      double ll = s;
+      if (a.kind == K::kReduceScatter || a.kind == K::kAllToAll || a.kind == K::kScatter) ll = n * s;
+      if (a.kind != K::kAllToAllV && a.kind != K::kBarrier && ll <= static_cast<double>(in.shm_ll_bytes)) {
+        const double reads = (a.kind == K::kAllReduce || a.kind == K::kReduce || a.kind == K::kReduceScatter)
+                                  ? n * s * rd
+                                  : n * s * cp;
+        return bar + ll * cp + reads;
+      }
       switch (a.kind) {
         case K::kAllReduce:
         case K::kReduce: return Chunks(s, w) * bar + s * cp + n * s * rd;
@@ -131,6 +140,7 @@ std::optional<double> PredictSeconds(Algorithm algo, const CollectiveArgs& a, co
         case K::kBarrier: return bar;
         default: return std::nullopt;
       }
+    }
     case Algorithm::kShmTwoPhase:
       if (!shm || (a.kind != K::kAllReduce && a.kind != K::kReduce)) return std::nullopt;
       return (Chunks(s, w * n / (n + 1)) + 1) * bar + s * cp * (2 + 1 / n) + s * rd;

@@ -31,6 +31,9 @@ struct CostConstants {
   double p2p_latency_s = 5e-6;      // one zero-byte message step (ring)
   double p2p_s_per_byte = 3e-10;    // streaming cost per byte per step
   bool measured = false;
+  // The measurement rounds varied wildly (other processes competed for the
+  // cores): used for this communicator but not cached.
+  bool disturbed = false;
   std::string source = "built-in defaults";
 
   std::string ToString() const;
@@ -46,6 +49,7 @@ struct ModelInputs {
   int size = 1;
   transport::TransportKind transport = transport::TransportKind::kShm;
   size_t shm_window_bytes = 0;
+  size_t shm_ll_bytes = 0;  // low-latency slot capacity
 };
 
 // Predicted seconds of `algo` for `args`; nullopt when `algo` cannot run

@@ -26,17 +26,26 @@ Status RingAllReduce(const CollectiveArgs& a, AlgoEnv& env) {
   const int r = env.rank;
   const size_t elem = a.ElementSize();
   auto* buf = static_cast<uint8_t*>(a.recv);
-  CopyBytes(buf, a.send, a.count * elem);
-  if (n == 1 || a.count == 0) return Status::Ok();
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  if (n == 1 || a.count == 0) {
+    CopyBytes(buf, send, a.count * elem);
+    return Status::Ok();
+  }
   const size_t g = 64 / elem;
   auto seg = [&](int i) { return SplitRange(a.count, n, Mod(i, n), g); };
   const int right = Mod(r + 1, n);
   const int left = Mod(r - 1, n);
+  // No up-front copy of send into recv: step 0 sends this rank's raw
+  // segment straight from `send`, and each segment's first reception
+  // combines `send` with the incoming data into `recv`. The one segment
+  // never received in the reduce-scatter arrives in the all-gather.
   for (int s = 0; s < n - 1; ++s) {
     const Range sr = seg(r - s - 1);
     const Range rr = seg(r - s - 2);
-    P2pOp ops[2] = {P2pOp::Send(right, kTagRing, buf + sr.begin * elem, sr.size() * elem),
-                    P2pOp::RecvReduce(left, kTagRing, buf + rr.begin * elem, rr.size() * elem, a.dtype, a.op)};
+    const uint8_t* from = s == 0 ? send : buf;
+    P2pOp ops[2] = {P2pOp::Send(right, kTagRing, from + sr.begin * elem, sr.size() * elem),
+                    P2pOp::RecvReduce(left, kTagRing, buf + rr.begin * elem, rr.size() * elem, a.dtype, a.op,
+                                      send + rr.begin * elem)};
     TESSERA_RETURN_IF_ERROR(env.transport->Exchange(ops, *env.ctx));
   }
   if (a.op == ReduceOp::kAvg) {

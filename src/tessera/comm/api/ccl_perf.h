@@ -45,7 +45,7 @@ struct PerfOptions {
   ReduceOp redop = ReduceOp::kSum;
   int root = 0;
   bool check = true;    // -c
-  bool blocking = false;  // -z: blocking calls instead of queued async ones
+  bool blocking = true;   // -z: blocking calls (default) or queued async ones
   int average = 1;      // -a: 0 rank 0, 1 mean, 2 min, 3 max over ranks
 };
 

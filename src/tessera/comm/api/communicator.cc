@@ -67,8 +67,9 @@ StatusOr<algo::CostConstants> AgreeCostModel(Communicator::Impl& impl, algo::Alg
   const auto t0 = Clock::now();
   TESSERA_ASSIGN_OR_RETURN(algo::CostConstants c, algo::MeasureConstants(env));
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  c.source = fmt::format("measured now in {:.0f} ms", ms);
-  if (impl.rank == 0) {
+  c.source = fmt::format("measured now in {:.0f} ms{}", ms,
+                         c.disturbed ? "; disturbed by other load, not cached" : "");
+  if (impl.rank == 0 && !c.disturbed) {
     Status st = algo::WriteCostCache(path, key, c);
     if (!st.ok()) TLOG(WARN, "cannot cache the cost model: {}", st.ToString());
   }
@@ -262,6 +263,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::shared_ptr<Sto
   inputs.size = size;
   inputs.transport = impl->topology.transport;
   inputs.shm_window_bytes = impl->shm ? impl->shm->window_bytes() : 0;
+  inputs.shm_ll_bytes = impl->shm ? impl->shm->ll_capacity() : 0;
   algo::CostConstants constants = algo::DefaultConstants(inputs.transport, size);
   if (options.calibrate && size > 1) {
     transport::OpContext ctx;

@@ -61,8 +61,11 @@ struct P2pOp {
   const void* send_buf = nullptr;  // kSend
   void* recv_buf = nullptr;        // kRecv
   size_t bytes = 0;
-  // kRecv only: reduce into recv_buf instead of copying.
+  // kRecv only: reduce into recv_buf instead of copying:
+  // recv[i] = recv[i] op incoming[i], or, when reduce_src is set,
+  // recv[i] = reduce_src[i] op incoming[i] (saves initializing recv).
   bool reduce = false;
+  const void* reduce_src = nullptr;
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
 
@@ -89,11 +92,13 @@ struct P2pOp {
     o.bytes = bytes;
     return o;
   }
-  static P2pOp RecvReduce(int peer, uint32_t tag, void* buf, size_t bytes, DataType dtype, ReduceOp op) {
+  static P2pOp RecvReduce(int peer, uint32_t tag, void* buf, size_t bytes, DataType dtype, ReduceOp op,
+                          const void* reduce_src = nullptr) {
     P2pOp o = Recv(peer, tag, buf, bytes);
     o.reduce = true;
     o.dtype = dtype;
     o.op = op;
+    o.reduce_src = reduce_src;
     return o;
   }
 };

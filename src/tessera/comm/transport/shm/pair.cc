@@ -50,7 +50,12 @@ StatusOr<bool> Pair::ProgressRecv(P2pOp& op, const OpContext& ctx) {
     if (piece > 0) {
       if (op.reduce) {
         const size_t elem = DataTypeSize(op.dtype);
-        algo::ReduceInto(dst, in_.Payload(tail), piece / elem, op.dtype, op.op);
+        if (op.reduce_src != nullptr) {
+          const void* srcs[2] = {static_cast<const uint8_t*>(op.reduce_src) + op.done_bytes, in_.Payload(tail)};
+          algo::ReduceMany(dst, srcs, 2, piece / elem, op.dtype, op.op == ReduceOp::kAvg ? ReduceOp::kSum : op.op, 0);
+        } else {
+          algo::ReduceInto(dst, in_.Payload(tail), piece / elem, op.dtype, op.op);
+        }
       } else {
         std::memcpy(dst, in_.Payload(tail), piece);
       }

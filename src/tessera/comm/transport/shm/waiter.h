@@ -6,8 +6,10 @@
 //      a scheduler round trip, and on a busy machine the peers then convoy
 //      behind each other's wake-ups; Open MPI spins forever);
 //   2. yield the core (sched_yield) for TESSERA_SHM_YIELD_US: with more
-//      ranks than cores the peer we wait for may be runnable on this very
-//      core (default 100 us when oversubscribed, else 0);
+//      ranks than cores the peer we wait for is likely runnable on this very
+//      core, and handing it the core is much faster than a futex sleep and
+//      wake-up (default 20 ms when oversubscribed, else 0; Open MPI's
+//      yield_when_idle does the same);
 //   3. sleep in FUTEX_WAIT in bounded slices, re-checking the deadline, the
 //      abort flags and peer liveness between slices.
 // Wake-ups are only issued when a waiter announced itself (the `waiters`
@@ -55,7 +57,8 @@ struct SpinPolicy {
 };
 // The policy for `local_ranks` ranks sharing this host's cores (knobs
 // TESSERA_SHM_SPIN_US / TESSERA_SHM_YIELD_US, defaults above; when ranks
-// outnumber cores: spin 2 us, yield 100 us).
+// outnumber cores: no spin, yield 20 ms: any busy-waiting then only delays
+// the peer that shares the core).
 SpinPolicy MakeSpinPolicy(int local_ranks);
 // Online CPUs this process may run on.
 int UsableCpus();
@@ -82,9 +85,10 @@ inline void WakeIfWaiting(PackedFutexWord& w) {
 template <typename Word, typename Ready, typename Check>
 Status SpinThenSleep(Word& word, const SpinPolicy& policy, Ready&& ready, Check&& check) {
   // A short spin without reading the clock (a vDSO call per round is
-  // measurable on the latency path), then the timed phases.
-  if (policy.spin_ns > 0) {
-    for (int i = 0; i < 2048; ++i) {
+  // measurable on the latency path; 256 pauses are a few microseconds),
+  // then the timed phases.
+  if (policy.spin_ns >= 100'000) {
+    for (int i = 0; i < 256; ++i) {
       if (ready()) return Status::Ok();
       _mm_pause();
     }

@@ -210,8 +210,14 @@ StatusOr<bool> Pair::ProgressIn(Stream& st, size_t index, const OpContext& ctx) 
       }
     }
     if (op->reduce && len > 0) {
-      algo::ReduceInto(static_cast<uint8_t*>(op->recv_buf) + st.in_hdr.offset, data,
-                       len / DataTypeSize(op->dtype), op->dtype, op->op);
+      uint8_t* dst = static_cast<uint8_t*>(op->recv_buf) + st.in_hdr.offset;
+      const size_t count = len / DataTypeSize(op->dtype);
+      if (op->reduce_src != nullptr) {
+        const void* srcs[2] = {static_cast<const uint8_t*>(op->reduce_src) + st.in_hdr.offset, data};
+        algo::ReduceMany(dst, srcs, 2, count, op->dtype, op->op == ReduceOp::kAvg ? ReduceOp::kSum : op->op, 0);
+      } else {
+        algo::ReduceInto(dst, data, count, op->dtype, op->op);
+      }
     }
     op->done_bytes += len;
     op->started = true;
