@@ -125,6 +125,16 @@ Status ShmDirectBroadcast(const CollectiveArgs& a, AlgoEnv& env) {
     if (!root) std::memcpy(recv, shm.LlData(a.root), bytes);
     return Status::Ok();
   }
+  if (shm.single_copy()) {  // pull the root's buffer directly (see shm_direct_data.cc)
+    const uint64_t word = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(root ? src : nullptr));
+    TESSERA_RETURN_IF_ERROR(shm.LlStep(&word, sizeof(word), *env.ctx));
+    if (!root) {
+      const uint64_t remote = *reinterpret_cast<const uint64_t*>(shm.LlData(a.root));
+      TESSERA_RETURN_IF_ERROR(
+          shm.ReadPeer(a.root, recv, reinterpret_cast<const void*>(static_cast<uintptr_t>(remote)), bytes, *env.ctx));
+    }
+    return shm.LlStep(nullptr, 0, *env.ctx);
+  }
   const size_t w = shm.window_bytes();
   const size_t chunks = (bytes + w - 1) / w;
   auto len = [&](size_t k) { return std::min(w, bytes - k * w); };

@@ -7,6 +7,7 @@
 // chunk k+1 overlaps the reads of chunk k (double-buffered windows).
 #include <algorithm>
 #include <cstring>
+#include <cstdint>
 #include <vector>
 
 #include <fmt/format.h>
@@ -20,6 +21,45 @@ namespace {
 
 // Per-destination sub-window bytes (a multiple of 64 and of the element).
 size_t SubWindow(size_t window, int n) { return std::max<size_t>(64, window / n / 64 * 64); }
+
+// Single copy (transport/shm/context.h): ranks publish their buffer
+// addresses (and sizes) in the low-latency slot, pull what they need
+// straight from the peers' user buffers, and meet again so nobody reuses a
+// buffer a peer is still reading.
+bool SingleCopy(const transport::shm::Context& shm, size_t words) {
+  return shm.single_copy() && words * sizeof(uint64_t) <= shm.ll_capacity();
+}
+const uint64_t* Words(const transport::shm::Context& shm, int rank) {
+  return reinterpret_cast<const uint64_t*>(shm.LlData(rank));
+}
+const void* Address(uint64_t word) { return reinterpret_cast<const void*>(static_cast<uintptr_t>(word)); }
+uint64_t Word(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
+
+// Pulls `bytes` at `remote` in `peer` into `dst`. Streaming: large outputs
+// land with non-temporal stores (between processes through a cache-sized
+// bounce buffer: the kernel's copy would read every destination line first).
+Status Pull(transport::shm::Context& shm, AlgoEnv& env, int peer, uint8_t* dst, const void* remote, size_t bytes,
+            bool stream) {
+  if (!stream) return shm.ReadPeer(peer, dst, remote, bytes, *env.ctx);
+  if (shm.SameProcess(peer)) {
+    CopyOut(dst, remote, bytes, true);
+    return Status::Ok();
+  }
+  constexpr size_t kBounce = 256 << 10;
+  uint8_t* bounce = env.scratch->Get(3, kBounce);
+  const auto* src = static_cast<const uint8_t*>(remote);
+  for (size_t off = 0; off < bytes; off += kBounce) {
+    const size_t piece = std::min(kBounce, bytes - off);
+    TESSERA_RETURN_IF_ERROR(shm.ReadPeer(peer, bounce, src + off, piece, *env.ctx));
+    CopyOut(dst + off, bounce, piece, true);
+  }
+  return Status::Ok();
+}
+
+bool Overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
+}
 
 }  // namespace
 
@@ -40,6 +80,17 @@ Status ShmDirectAllGather(const CollectiveArgs& a, AlgoEnv& env) {
       }
     }
     return Status::Ok();
+  }
+  if (SingleCopy(shm, 1)) {
+    const uint64_t word = Word(send);
+    TESSERA_RETURN_IF_ERROR(shm.LlStep(&word, sizeof(word), *env.ctx));
+    const bool stream = StreamOutput(a, n * bytes);
+    CopyOut(recv + env.rank * bytes, send, bytes, stream);
+    for (int k = 1; k < n; ++k) {
+      const int j = (env.rank + k) % n;
+      TESSERA_RETURN_IF_ERROR(Pull(shm, env, j, recv + j * bytes, Address(Words(shm, j)[0]), bytes, stream));
+    }
+    return shm.LlStep(nullptr, 0, *env.ctx);
   }
   const size_t w = shm.window_bytes();
   const size_t chunks = (bytes + w - 1) / w;
@@ -109,6 +160,44 @@ Status ShmDirectAllToAll(const CollectiveArgs& a, AlgoEnv& env) {
   auto recv_off = [&](int j) { return (v ? a.recv_displs[j] : j * a.count) * elem; };
   auto recv_len = [&](int j) { return (v ? a.recv_counts[j] : a.count) * elem; };
 
+  // The path must not depend on anything rank-local (all ranks take it).
+  const bool fits_ll = !v && n * a.count * elem <= shm.ll_capacity();
+  if (!fits_ll && SingleCopy(shm, 1 + 2 * static_cast<size_t>(n))) {
+    size_t send_total = 0, recv_total = 0;
+    for (int d = 0; d < n; ++d) {
+      send_total = std::max(send_total, send_off(d) + send_len(d));
+      recv_total = std::max(recv_total, recv_off(d) + recv_len(d));
+    }
+    const uint8_t* published = send;
+    if (Overlaps(send, send_total, recv, recv_total)) {  // in place: peers read a private copy
+      uint8_t* copy = env.scratch->Get(0, send_total);
+      std::memcpy(copy, send, send_total);
+      published = copy;
+    }
+    std::vector<uint64_t> words(1 + 2 * n);
+    words[0] = Word(published);
+    for (int d = 0; d < n; ++d) {
+      words[1 + 2 * d] = send_off(d);
+      words[2 + 2 * d] = send_len(d);
+    }
+    TESSERA_RETURN_IF_ERROR(shm.LlStep(words.data(), words.size() * sizeof(uint64_t), *env.ctx));
+    for (int j = 0; j < n; ++j) {  // sizes first: a mismatch fails before any copy
+      const uint64_t* w = Words(shm, j);
+      if (w[2 + 2 * me] != recv_len(j)) {
+        return InvalidArgument("{}: rank {} expects {} bytes from rank {}, which sends {} bytes", env.ctx->Name(), me,
+                               recv_len(j), j, w[2 + 2 * me]);
+      }
+    }
+    const bool stream = StreamOutput(recv_total);
+    CopyOut(recv + recv_off(me), published + send_off(me), recv_len(me), stream);
+    for (int k = 1; k < n; ++k) {
+      const int j = (me + k) % n;
+      const uint64_t* w = Words(shm, j);
+      TESSERA_RETURN_IF_ERROR(Pull(shm, env, j, recv + recv_off(j),
+                                   static_cast<const uint8_t*>(Address(w[0])) + w[1 + 2 * me], recv_len(j), stream));
+    }
+    return shm.LlStep(nullptr, 0, *env.ctx);
+  }
   size_t max_bytes = a.count * elem;
   if (v) {
     // Agree on the step count and check sizes: each rank publishes its
@@ -189,6 +278,18 @@ Status ShmDirectGather(const CollectiveArgs& a, AlgoEnv& env) {
     }
     return Status::Ok();
   }
+  if (SingleCopy(shm, 1)) {
+    const uint64_t word = Word(send);
+    TESSERA_RETURN_IF_ERROR(shm.LlStep(&word, sizeof(word), *env.ctx));
+    if (root) {
+      for (int k = 1; k < n; ++k) {
+        const int j = (a.root + k) % n;
+        TESSERA_RETURN_IF_ERROR(
+            Pull(shm, env, j, recv + j * bytes, Address(Words(shm, j)[0]), bytes, StreamOutput(a, n * bytes)));
+      }
+    }
+    return shm.LlStep(nullptr, 0, *env.ctx);
+  }
   const size_t w = shm.window_bytes();
   const size_t chunks = (bytes + w - 1) / w;
   auto len = [&](size_t k) { return std::min(w, bytes - k * w); };
@@ -230,6 +331,17 @@ Status ShmDirectScatter(const CollectiveArgs& a, AlgoEnv& env) {
     TESSERA_RETURN_IF_ERROR(shm.LlStep(root ? send : nullptr, root ? n * bytes : 0, *env.ctx));
     if (!root) std::memcpy(recv, shm.LlData(a.root) + env.rank * bytes, bytes);
     return Status::Ok();
+  }
+  if (SingleCopy(shm, 1)) {
+    const uint64_t word = Word(root ? send : nullptr);
+    TESSERA_RETURN_IF_ERROR(shm.LlStep(&word, sizeof(word), *env.ctx));
+    if (root) {
+      CopyBytes(recv, send + a.root * bytes, bytes);
+    } else {
+      const auto* base = static_cast<const uint8_t*>(Address(Words(shm, a.root)[0]));
+      TESSERA_RETURN_IF_ERROR(Pull(shm, env, a.root, recv, base + env.rank * bytes, bytes, StreamOutput(a, bytes)));
+    }
+    return shm.LlStep(nullptr, 0, *env.ctx);
   }
   if (root) {
     CopyBytes(recv, send + a.root * bytes, bytes);

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +36,9 @@ base::Knob<int64_t> kWindowKbKnob("TESSERA_SHM_WINDOW_KB", 0,
 base::Knob<int64_t> kLlKbKnob("TESSERA_SHM_LL_KB", 16,
                               "shm transport: bytes (KiB) of each of a rank's two low-latency slots (the largest "
                               "message small collectives move without a barrier)");
+base::Knob<bool> kSingleCopyKnob("TESSERA_SHM_SINGLE_COPY", true,
+                                  "shm transport: let large data-movement collectives read peers' buffers directly "
+                                  "(memcpy between threads, process_vm_readv between processes) when allowed");
 base::Knob<int64_t> kP2pKbKnob("TESSERA_SHM_P2P_KB", 2048,
                                "shm transport: bytes (KiB) of a rank's outgoing point-to-point slot rings (all "
                                "peers together)");
@@ -86,6 +90,7 @@ struct SegmentHeader {
   uint64_t window_bytes = 0;
   uint64_t ll_offset = 0;
   uint64_t ll_bytes = 0;
+  uint64_t self_base = 0;  // this segment's address in its owner's address space (single-copy probe)
   FutexWord doorbell;
   FutexWord barrier;  // the group's counter lives in rank 0's segment
   alignas(64) std::atomic<uint32_t> arrived_step{0};
@@ -212,6 +217,7 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
   hdr->window_bytes = window;
   hdr->ll_offset = ll_offset;
   hdr->ll_bytes = ll_bytes;
+  hdr->self_base = reinterpret_cast<uint64_t>(mine.base);
   for (int d = 0; d < size; ++d) new (mine.base + chan_offset + d * chan_stride) ChannelCtl();
 
   ctx->bases_.assign(size, nullptr);
@@ -292,8 +298,28 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
   st = StoreBarrier(store, "shm/mapped", size, std::max(left, Timeout(1)));
   if (!st.ok()) return fail(st);
   shm_unlink(mine.name.c_str());
-  TLOG(DEBUG, "shm transport: rank {}/{} segment {} bytes (window 2 x {}, {} slots x {} per peer)", rank, size,
-       segment_bytes, window, slots, payload);
+  // Single copy: probe reading every peer's segment magic through its own
+  // address space, then agree (every rank must be able to read every other).
+  bool can_read = kSingleCopyKnob.Get();
+  for (int r = 0; r < size && can_read; ++r) {
+    if (r == rank || ctx->pids_[r] == getpid()) continue;
+    uint64_t magic = 0;
+    iovec local{&magic, sizeof(magic)};
+    iovec remote{reinterpret_cast<void*>(ctx->headers_[r]->self_base), sizeof(magic)};
+    can_read = process_vm_readv(ctx->pids_[r], &local, 1, &remote, 1, 0) == sizeof(magic) && magic == kMagic;
+  }
+  st = store.SetString(fmt::format("shm/single_copy/{}", rank), can_read ? "1" : "0");
+  if (!st.ok()) return fail(st);
+  bool all_can = true;
+  for (int r = 0; r < size; ++r) {
+    left = std::chrono::duration_cast<Timeout>(deadline - Clock::now());
+    StatusOr<std::string> v = store.GetString(fmt::format("shm/single_copy/{}", r), std::max(left, Timeout(1)));
+    if (!v.ok()) return v.status();
+    all_can = all_can && *v == "1";
+  }
+  ctx->single_copy_ = all_can;
+  TLOG(DEBUG, "shm transport: rank {}/{} segment {} bytes (window 2 x {}, {} slots x {} per peer, single copy {})",
+       rank, size, segment_bytes, window, slots, payload, ctx->single_copy_ ? "on" : "off");
   return ctx;
 }
 
@@ -304,6 +330,32 @@ Context::~Context() {
       munmap(bases_[r], bytes);
     }
   }
+}
+
+Status Context::ReadPeer(int peer, void* dst, const void* remote, size_t bytes, const OpContext& ctx) const {
+  if (bytes == 0) return Status::Ok();
+  if (pids_[peer] == getpid()) {  // ranks as threads: one address space
+    std::memcpy(dst, remote, bytes);
+    return Status::Ok();
+  }
+  constexpr size_t kPiece = 8 << 20;  // check for abort between pieces
+  auto* d = static_cast<uint8_t*>(dst);
+  const auto* s = static_cast<const uint8_t*>(remote);
+  size_t done = 0;
+  while (done < bytes) {
+    if (ctx.Aborted()) return Aborted("{}: aborted on this rank (Communicator::Abort)", ctx.Name());
+    const size_t want = std::min(kPiece, bytes - done);
+    iovec local{d + done, want};
+    iovec rem{const_cast<uint8_t*>(s + done), want};
+    const ssize_t got = process_vm_readv(pids_[peer], &local, 1, &rem, 1, 0);
+    if (got <= 0) {
+      if (got < 0 && errno == EINTR) continue;
+      return Unavailable("{}: reading {} bytes from {} failed: {} (it died or exited)", ctx.Name(), want,
+                         PeerDescription(peer), got < 0 ? std::strerror(errno) : "nothing read");
+    }
+    done += static_cast<size_t>(got);
+  }
+  return Status::Ok();
 }
 
 std::string Context::PeerDescription(int peer) const {

@@ -10,6 +10,12 @@
 //     ll_capacity() bytes of data, sharing the flag's cache line for tiny
 //     messages, so a small collective costs one cache-line transfer per
 //     peer and no separate barrier (LlStep).
+// Single copy: when the ranks may read each other's memory (threads of one
+// process: plain memcpy; processes: cross-memory attach, process_vm_readv,
+// probed at creation and agreed by all ranks; TESSERA_SHM_SINGLE_COPY=0
+// turns it off), large data-movement collectives pull peers' user buffers
+// straight into their own (ReadPeer): one copy per byte instead of staging
+// through the windows.
 // Segment names travel through the Store ("shm/<rank>"); once every rank
 // mapped every segment (a store barrier), each rank unlinks its name, so
 // nothing is left in /dev/shm even if the job is killed later.
@@ -90,6 +96,13 @@ class Context final : public Transport {
   const uint8_t* LlData(int rank) const;
   size_t ll_capacity() const { return ll_bytes_ - 8; }
 
+  // Single copy (see above): true when every rank can read every other's
+  // memory. ReadPeer copies `bytes` at `remote` in `peer`'s address space
+  // to `dst`, in pieces, failing (naming the op and peer) if the peer died.
+  bool single_copy() const { return single_copy_; }
+  bool SameProcess(int peer) const { return pids_[peer] == pids_[rank_]; }
+  Status ReadPeer(int peer, void* dst, const void* remote, size_t bytes, const OpContext& ctx) const;
+
   const SpinPolicy& spin_policy() const { return policy_; }
   size_t segment_bytes() const { return segment_bytes_; }
 
@@ -116,6 +129,7 @@ class Context final : public Transport {
   std::vector<int> pids_;
   std::vector<bool> same_pidns_;
   uint32_t step_ = 0;
+  bool single_copy_ = false;
 };
 
 }  // namespace tessera::comm::transport::shm
