@@ -71,10 +71,12 @@ Status RunCollectives(comm::Communicator& c) {
   for (size_t i = 0; i < x.size(); i += 997) {
     if (x[i] != static_cast<float>(n * (n + 1) / 2 * (i % 7))) return Internal("all_reduce wrong at {}", i);
   }
-  std::vector<int64_t> mine(1000, r), all(1000 * n);
-  TESSERA_RETURN_IF_ERROR(c.AllGather(mine.data(), all.data(), 1000, comm::DataType::kInt64));
-  for (int j = 0; j < n; ++j) {
-    if (all[j * 1000 + 999] != j) return Internal("all_gather wrong from {}", j);
+  for (size_t count : {size_t{100}, size_t{50000}}) {  // low-latency slot, then single copy / windows
+    std::vector<int64_t> mine(count, r), all(count * n);
+    TESSERA_RETURN_IF_ERROR(c.AllGather(mine.data(), all.data(), count, comm::DataType::kInt64));
+    for (int j = 0; j < n; ++j) {
+      if (all[j * count + count - 1] != j) return Internal("all_gather wrong from {}", j);
+    }
   }
   std::vector<int32_t> out(4096 * n), in(4096 * n);
   for (int j = 0; j < n; ++j) std::fill(out.begin() + j * 4096, out.begin() + (j + 1) * 4096, r * 100 + j);

@@ -129,8 +129,15 @@ void DataCollectives(int r, int n, Communicator& c, const std::string& tag, bool
 }
 
 TEST(CollectivesData, ShmDirectEveryWorldSize) {
-  for (int n = 1; n <= 8; ++n) {
-    RunRanks(n, TestOptions("shm_direct"), [&](int r, Communicator& c) { DataCollectives(r, n, c, "shm_direct", true); });
+  // Through the windows, and single copy (pulling peers' buffers).
+  for (int single_copy : {0, 1}) {
+    for (int n = 1; n <= 8; ++n) {
+      CommOptions o = TestOptions("shm_direct");
+      o.shm_single_copy = single_copy;
+      RunRanks(n, o, [&](int r, Communicator& c) {
+        DataCollectives(r, n, c, single_copy ? "shm_direct single-copy" : "shm_direct windows", true);
+      });
+    }
   }
 }
 

@@ -211,6 +211,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::shared_ptr<Sto
     so.window_bytes = options.shm_window_bytes;
     so.p2p_bytes = options.shm_p2p_bytes;
     so.ll_bytes = options.shm_ll_bytes;
+    so.single_copy = options.shm_single_copy;
     so.host = mine.hostname;
     so.host_key = mine.host_key;
     auto ctx = transport::shm::Context::Create(*impl->store, rank, size, so, impl->timeout);

@@ -65,6 +65,7 @@ struct CommOptions {
   size_t shm_window_bytes = 0;  // 0 = TESSERA_SHM_WINDOW_KB
   size_t shm_p2p_bytes = 0;     // 0 = TESSERA_SHM_P2P_KB
   size_t shm_ll_bytes = 0;      // 0 = TESSERA_SHM_LL_KB
+  int shm_single_copy = -1;     // -1 = TESSERA_SHM_SINGLE_COPY, 0 off, 1 on (when allowed)
   int tcp_streams = 0;          // sockets per peer; 0 = TESSERA_TCP_STREAMS
   bool tcp_checksum = false;    // checksum every tcp frame (also TESSERA_TCP_CHECKSUM=1)
   std::string algo;             // like TESSERA_ALGO, for this communicator only (tests)

@@ -300,7 +300,7 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
   shm_unlink(mine.name.c_str());
   // Single copy: probe reading every peer's segment magic through its own
   // address space, then agree (every rank must be able to read every other).
-  bool can_read = kSingleCopyKnob.Get();
+  bool can_read = options.single_copy < 0 ? kSingleCopyKnob.Get() : options.single_copy != 0;
   for (int r = 0; r < size && can_read; ++r) {
     if (r == rank || ctx->pids_[r] == getpid()) continue;
     uint64_t magic = 0;

@@ -56,6 +56,7 @@ struct Options {
   size_t p2p_bytes = 0;           // all outgoing channels together; 0 = TESSERA_SHM_P2P_KB
   int p2p_slots = 4;              // slots per directed channel
   size_t ll_bytes = 0;            // per low-latency slot; 0 = TESSERA_SHM_LL_KB
+  int single_copy = -1;           // -1 = TESSERA_SHM_SINGLE_COPY, 0 off, 1 on (when allowed)
   std::string host;               // this rank's host name for messages
   std::string host_key;           // same-host identity (hostname + boot id)
 };
