@@ -182,3 +182,29 @@ TEST(Trainer, LearnsFromTheOperands) {
 
 }  // namespace
 }  // namespace tessera::train
+
+namespace tessera::train {
+namespace {
+
+TEST(Trainer, DivergenceIsAnErrorNotGarbage) {
+  TempDir dir;
+  auto c = TrainConfig::Load(dir.Write("c.toml", kTinyConfig),
+                             {"train.steps=40", "train.lr=1e4", "train.min_lr=0", "train.grad_clip=0",
+                              "train.warmup_steps=0", "train.out_dir=" + dir.path() + "/runs"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  FILE* sink = std::fopen("/dev/null", "w");
+  TrainerOptions opts;
+  opts.out = sink;
+  auto t = Trainer::Create(*c, opts);
+  ASSERT_TRUE(t.ok());
+  Status st = (*t)->Run(nullptr);
+  std::fclose(sink);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+  EXPECT_NE(st.message().find("training loss became"), std::string::npos) << st.ToString();
+  // The steps before the divergence stay on disk.
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/runs/tiny/metrics.jsonl"));
+}
+
+}  // namespace
+}  // namespace tessera::train

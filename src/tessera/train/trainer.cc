@@ -25,6 +25,7 @@ double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 
 nlohmann::json TrainSummary::ToJson() const {
   return {{"steps", steps},
+          {"skipped_steps", skipped_steps},
           {"final_loss", final_loss},
           {"final_loss_avg10", final_loss_avg10},
           {"eval_loss", eval.loss},
@@ -163,6 +164,7 @@ Status Trainer::RunImpl(TrainSummary* summary) {
   std::vector<double> losses;
   EvalResult last_eval;
   bool have_eval = false;
+  int64_t skipped_steps = 0;
   for (int64_t step = 1; step <= t.steps; ++step) {
     auto s0 = Clock::now();
     model_->ZeroGrad();
@@ -181,7 +183,14 @@ Status Trainer::RunImpl(TrainSummary* summary) {
     }
     double grad_norm = t.grad_clip > 0 ? optim::ClipGradNorm(params, t.grad_clip) : optim::GradNorm(params);
     double lr = sched.LearningRate(step - 1);
-    opt.Step(lr);
+    if (std::isfinite(grad_norm)) {
+      opt.Step(lr);
+    } else {
+      // A finite loss with an overflowing gradient: skip the update rather
+      // than write inf/NaN into the weights.
+      ++skipped_steps;
+      progress.Message(fmt::format("step {}: gradient norm is {}; update skipped", step, grad_norm));
+    }
     auto s1 = Clock::now();
     double step_s = Seconds(s0, s1);
     if (step > 1 || t.steps == 1) {
@@ -215,6 +224,7 @@ Status Trainer::RunImpl(TrainSummary* summary) {
 
   TrainSummary s;
   s.steps = t.steps;
+  s.skipped_steps = skipped_steps;
   s.final_loss = losses.back();
   size_t tail = std::min<size_t>(10, losses.size());
   for (size_t i = losses.size() - tail; i < losses.size(); ++i) s.final_loss_avg10 += losses[i] / tail;

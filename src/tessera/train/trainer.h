@@ -28,6 +28,7 @@ struct EvalResult {
 
 struct TrainSummary {
   int64_t steps = 0;
+  int64_t skipped_steps = 0;    // updates skipped for a non-finite gradient norm
   double final_loss = 0;        // training loss (cross-entropy) of the last step
   double final_loss_avg10 = 0;  // mean over the last 10 steps
   EvalResult eval;
