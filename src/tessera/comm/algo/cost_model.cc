@@ -23,7 +23,7 @@ base::Knob<std::string> kCostCacheKnob("TESSERA_COMM_MODEL_CACHE", "",
                                        "$XDG_CACHE_HOME/tessera/comm_model.json or ~/.cache/tessera/comm_model.json, "
                                        "off = measure every time");
 
-constexpr int kCacheVersion = 5;
+constexpr int kCacheVersion = 6;
 
 double Log2Ceil(int n) {
   int l = 0;
@@ -126,6 +126,17 @@ std::optional<double> PredictSeconds(Algorithm algo, const CollectiveArgs& a, co
                                   ? n * s * rd
                                   : n * s * cp;
         return bar + ll * cp + reads;
+      }
+      if (in.shm_single_copy) {  // address exchange + pull + closing barrier, one copy per byte
+        switch (a.kind) {
+          case K::kBroadcast:
+          case K::kScatter: return 2 * bar + s * cp;
+          case K::kAllGather:
+          case K::kAllToAll:
+          case K::kAllToAllV:
+          case K::kGather: return 2 * bar + n * s * cp;
+          default: break;
+        }
       }
       switch (a.kind) {
         case K::kAllReduce:

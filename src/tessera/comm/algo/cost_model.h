@@ -50,6 +50,7 @@ struct ModelInputs {
   transport::TransportKind transport = transport::TransportKind::kShm;
   size_t shm_window_bytes = 0;
   size_t shm_ll_bytes = 0;  // low-latency slot capacity
+  bool shm_single_copy = false;  // data movement pulls peers' buffers directly
 };
 
 // Predicted seconds of `algo` for `args`; nullopt when `algo` cannot run

@@ -265,6 +265,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::shared_ptr<Sto
   inputs.transport = impl->topology.transport;
   inputs.shm_window_bytes = impl->shm ? impl->shm->window_bytes() : 0;
   inputs.shm_ll_bytes = impl->shm ? impl->shm->ll_capacity() : 0;
+  inputs.shm_single_copy = impl->shm != nullptr && impl->shm->single_copy();
   algo::CostConstants constants = algo::DefaultConstants(inputs.transport, size);
   if (options.calibrate && size > 1) {
     transport::OpContext ctx;
