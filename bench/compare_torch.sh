@@ -27,8 +27,8 @@ tessera_tps() {  # threads
 torch_tps() {  # threads
   # PyTorch at its best here: OpenBLAS (libopenblas0-pthread provides the libblas.so.3 Debian's torch
   # calls) without the environment's OPENBLAS_CORETYPE/L2_SIZE overrides (they halve it), and the
-  # same passive OpenMP waits Tessera uses.
-  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=passive OMP_NUM_THREADS="$1" \
+  # same OpenMP wait policy as Tessera (the libgomp default for a single process).
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS="$1" \
     OPENBLAS_NUM_THREADS="$1" "$PY" bench/torch_gpt.py "$CONFIG" "$TMP/batches.bin" --steps $((STEPS - 3)) \
     --warmup 3 --threads "$1" > "$TMP/torch.json"
   json "$TMP/torch.json" tokens_per_s

@@ -23,6 +23,8 @@ void RegisterInfoCommand(CLI::App& app);
 void RegisterTrainCommand(CLI::App& app);
 void RegisterDataCommand(CLI::App& app);
 void RegisterLaunchCommand(CLI::App& app);
+void RegisterCclPerfCommand(CLI::App& app);
+void RegisterTopoCommand(CLI::App& app);
 
 // OK: returns. Otherwise prints "error: ..." to stderr and throws
 // CLI::RuntimeError(1), which main turns into exit code 1.

@@ -38,15 +38,26 @@ void ExitWith(const Status& status) {
 
 namespace {
 
-// OpenMP threads that spin between parallel regions (libgomp's default)
-// steal the cores from everything else when the machine is shared — other
-// ranks, other jobs, a parallel test run — and training slows by 10x or
-// more. Unless the user chose a policy, Tessera runs with
-// OMP_WAIT_POLICY=passive. libgomp reads it once when it loads, so the
-// process re-executes itself with the variable set (once: the variable is
-// then present). Set OMP_WAIT_POLICY=active on a dedicated machine.
-void EnsurePassiveOmpWait(char** argv) {
+// OpenMP threads spin for a while between parallel regions (libgomp's
+// default). That is the fastest setting while the process has the cores to
+// itself, but when several ranks share a host's cores the spinning threads
+// steal them from each other and training slows down by 10x or more. So a
+// process started as one rank of a multi-process job (WORLD_SIZE,
+// OMPI_COMM_WORLD_SIZE or SLURM_NTASKS > 1) runs with OMP_WAIT_POLICY=passive
+// unless the user chose a policy. libgomp reads the variable once when it
+// loads, so the process re-executes itself with it set (once: the variable
+// is then present).
+bool IsOneOfSeveralRanks() {
+  for (const char* name : {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && std::atoi(v) > 1) return true;
+  }
+  return false;
+}
+
+void ChooseOmpWaitPolicy(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+  if (!IsOneOfSeveralRanks()) return;
   ::setenv("OMP_WAIT_POLICY", "passive", 0);
   ::execv("/proc/self/exe", argv);
   // exec failed (no /proc?): continue with the default policy.
@@ -56,7 +67,7 @@ void EnsurePassiveOmpWait(char** argv) {
 
 int main(int argc, char** argv) {
   using namespace tessera;
-  EnsurePassiveOmpWait(argv);
+  ChooseOmpWaitPolicy(argv);
   CLI::App app{"Tessera: plan, simulate and run the training of large models", "tessera"};
   app.set_version_flag("--version", "tessera " TESSERA_VERSION);
   app.require_subcommand(1);
@@ -64,6 +75,8 @@ int main(int argc, char** argv) {
   cli::RegisterTrainCommand(app);
   cli::RegisterDataCommand(app);
   cli::RegisterLaunchCommand(app);
+  cli::RegisterCclPerfCommand(app);
+  cli::RegisterTopoCommand(app);
 
   if (base::LogEnabled(base::LogLevel::kInfo)) {
     TLOG(INFO, "tessera {} ({} {}); knobs:\n{}", TESSERA_VERSION, TESSERA_BUILD_COMPILER, TESSERA_BUILD_TYPE,
