@@ -14,11 +14,11 @@ namespace tessera::comm::transport::shm {
 namespace {
 
 base::Knob<int64_t> kSpinUsKnob("TESSERA_SHM_SPIN_US", -1,
-                                "shm waits: microseconds to busy-wait before yielding/sleeping (-1 = auto: 20000 "
+                                "shm waits: microseconds to busy-wait before yielding/sleeping (-1 = auto: 50 "
                                 "when every local rank has a core, 0 when ranks outnumber cores)");
 base::Knob<int64_t> kYieldUsKnob("TESSERA_SHM_YIELD_US", -1,
                                  "shm waits: microseconds to sched_yield after spinning, before sleeping in a futex "
-                                 "(-1 = auto: 0 when every local rank has a core, 20000 when ranks outnumber cores)");
+                                 "(-1 = auto: 20000)");
 
 }  // namespace
 
@@ -51,8 +51,8 @@ SpinPolicy MakeSpinPolicy(int local_ranks) {
   const bool oversubscribed = local_ranks > UsableCpus();
   const int64_t spin_us = kSpinUsKnob.Get();
   const int64_t yield_us = kYieldUsKnob.Get();
-  p.spin_ns = (spin_us >= 0 ? spin_us : oversubscribed ? 0 : 20000) * 1000;
-  p.yield_ns = (yield_us >= 0 ? yield_us : oversubscribed ? 20000 : 0) * 1000;
+  p.spin_ns = (spin_us >= 0 ? spin_us : oversubscribed ? 0 : 50) * 1000;
+  p.yield_ns = (yield_us >= 0 ? yield_us : 20000) * 1000;
   return p;
 }
 

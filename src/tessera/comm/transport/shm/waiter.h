@@ -1,15 +1,16 @@
 // Waiting on shared memory: futex words that live in shared segments (so
 // other processes can wake them; non-private futexes), and the
 // spin-then-sleep loop every shm wait goes through, in three phases:
-//   1. busy-wait (pause) for TESSERA_SHM_SPIN_US: the fast path when each
-//      rank has a core (default 20 ms, longer than a scheduler time slice: once a rank sleeps, waking it costs
-//      a scheduler round trip, and on a busy machine the peers then convoy
-//      behind each other's wake-ups; Open MPI spins forever);
-//   2. yield the core (sched_yield) for TESSERA_SHM_YIELD_US: with more
-//      ranks than cores the peer we wait for is likely runnable on this very
-//      core, and handing it the core is much faster than a futex sleep and
-//      wake-up (default 20 ms when oversubscribed, else 0; Open MPI's
-//      yield_when_idle does the same);
+//   1. busy-wait (pause) for TESSERA_SHM_SPIN_US (default 50 us when every
+//      rank has a core, 0 when ranks outnumber cores): the latency path;
+//   2. yield the core (sched_yield) for TESSERA_SHM_YIELD_US (default
+//      20 ms): if the peer we wait for shares this core (ranks outnumber
+//      cores, or the scheduler stacked two ranks on one core while another
+//      job holds the other), handing it the core is far faster than
+//      spinning until the next scheduler tick (4 ms per operation) or a
+//      futex sleep and wake-up (26 us per 4-rank operation vs 3 us); when
+//      nothing else is runnable here, sched_yield returns at once, so this
+//      is still polling (Open MPI's yield_when_idle does the same);
 //   3. sleep in FUTEX_WAIT in bounded slices, re-checking the deadline, the
 //      abort flags and peer liveness between slices.
 // Wake-ups are only issued when a waiter announced itself (the `waiters`
@@ -51,14 +52,12 @@ inline void Ring(FutexWord& w) {
 }
 
 struct SpinPolicy {
-  int64_t spin_ns = 1'000'000;   // busy-wait budget
-  int64_t yield_ns = 0;          // then sched_yield budget, before sleeping
+  int64_t spin_ns = 50'000;      // busy-wait budget
+  int64_t yield_ns = 20'000'000; // then sched_yield budget, before sleeping
   int64_t slice_ns = 20'000'000; // longest single sleep between checks
 };
 // The policy for `local_ranks` ranks sharing this host's cores (knobs
-// TESSERA_SHM_SPIN_US / TESSERA_SHM_YIELD_US, defaults above; when ranks
-// outnumber cores: no spin, yield 20 ms: any busy-waiting then only delays
-// the peer that shares the core).
+// TESSERA_SHM_SPIN_US / TESSERA_SHM_YIELD_US, defaults above).
 SpinPolicy MakeSpinPolicy(int local_ranks);
 // Online CPUs this process may run on.
 int UsableCpus();
@@ -87,7 +86,7 @@ Status SpinThenSleep(Word& word, const SpinPolicy& policy, Ready&& ready, Check&
   // A short spin without reading the clock (a vDSO call per round is
   // measurable on the latency path; 256 pauses are a few microseconds),
   // then the timed phases.
-  if (policy.spin_ns >= 100'000) {
+  if (policy.spin_ns >= 20'000) {
     for (int i = 0; i < 256; ++i) {
       if (ready()) return Status::Ok();
       _mm_pause();
