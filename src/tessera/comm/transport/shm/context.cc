@@ -443,6 +443,7 @@ Status Context::StepBarrier(const OpContext& ctx) {
   };
   headers_[rank_]->waiting.store(1, std::memory_order_release);
   Status st = SpinThenSleep(bar, policy_, ready, check);
+  PublishFailure(st);
   headers_[rank_]->waiting.store(0, std::memory_order_release);
   return st;
 }
@@ -485,6 +486,7 @@ Status Context::LlStep(const void* data, size_t bytes, const OpContext& ctx) {
     };
     headers_[rank_]->waiting.store(1, std::memory_order_release);
     Status st = SpinThenSleep(*flag, policy_, ready, check);
+    PublishFailure(st);
     headers_[rank_]->waiting.store(0, std::memory_order_release);
     TESSERA_RETURN_IF_ERROR(st);
   }
@@ -535,9 +537,19 @@ Status Context::Exchange(std::span<P2pOp> ops, const OpContext& ctx) {
     };
     headers_[rank_]->waiting.store(1, std::memory_order_release);
     Status st = SpinThenSleep(bell, policy_, ready, check);
+    PublishFailure(st);
     headers_[rank_]->waiting.store(0, std::memory_order_release);
     TESSERA_RETURN_IF_ERROR(st);
   }
+}
+
+void Context::PublishFailure(const Status& st) {
+  // A failure this rank detected itself (its deadline passed, a peer died)
+  // is published as the communicator's abort while this rank still shows as
+  // waiting: peers that wait on this rank then report the root cause
+  // ("no progress from rank 2") instead of blaming this rank. Aborts read
+  // from peers (kAborted) are already published.
+  if (!st.ok() && st.code() != StatusCode::kAborted) Abort(st.message());
 }
 
 void Context::Abort(std::string_view reason) {

@@ -80,6 +80,8 @@ class Context final : public Transport {
   Status Exchange(std::span<P2pOp> ops, const OpContext& ctx) override;
   void Abort(std::string_view reason) override;
   std::string PeerDescription(int peer) const override;
+  // Aborts with `st` if it is a failure this rank detected itself (see .cc).
+  void PublishFailure(const Status& st);
 
   // Windows.
   size_t window_bytes() const { return window_bytes_; }
