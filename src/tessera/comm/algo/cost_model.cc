@@ -23,7 +23,7 @@ base::Knob<std::string> kCostCacheKnob("TESSERA_COMM_MODEL_CACHE", "",
                                        "$XDG_CACHE_HOME/tessera/comm_model.json or ~/.cache/tessera/comm_model.json, "
                                        "off = measure every time");
 
-constexpr int kCacheVersion = 7;
+constexpr int kCacheVersion = 8;
 
 double Log2Ceil(int n) {
   int l = 0;

@@ -33,7 +33,7 @@ base::Knob<int64_t> kWindowKbKnob("TESSERA_SHM_WINDOW_KB", 0,
                                   "shm transport: bytes (KiB) of each half of a rank's double-buffered collective "
                                   "window (the chunk size of shm-direct collectives); 0 = auto: the ranks' windows "
                                   "fill about half the last-level cache, 1-8 MiB each");
-base::Knob<int64_t> kLlKbKnob("TESSERA_SHM_LL_KB", 16,
+base::Knob<int64_t> kLlKbKnob("TESSERA_SHM_LL_KB", 64,
                               "shm transport: bytes (KiB) of each of a rank's two low-latency slots (the largest "
                               "message small collectives move without a barrier)");
 base::Knob<bool> kSingleCopyKnob("TESSERA_SHM_SINGLE_COPY", true,
