@@ -27,7 +27,7 @@ namespace tessera::comm::testing {
 inline CommOptions TestOptions(const std::string& algo = "", const std::string& name = "t") {
   CommOptions o;
   o.name = name;
-  o.timeout = std::chrono::milliseconds(20000);
+  o.timeout = std::chrono::milliseconds(60000);  // generous: loaded CI hosts
   o.shm_window_bytes = 16 << 10;
   o.shm_p2p_bytes = 64 << 10;
   o.shm_ll_bytes = 512;  // messages up to 504 bytes take the low-latency path
