@@ -11,10 +11,10 @@
 namespace tessera::comm::algo {
 namespace {
 
-using testing::GetElement;
+using comm::GetElement;
 using testing::InputValue;
 using testing::Reference;
-using testing::SetElement;
+using comm::SetElement;
 
 // ReduceMany over n sources equals the scalar reference for every dtype and
 // op, across block boundaries (2048) and odd tails.

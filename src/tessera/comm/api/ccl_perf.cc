@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "tessera/base/float16.h"
+#include "tessera/comm/api/element_access.h"
 
 namespace tessera::comm {
 namespace {
@@ -37,34 +38,6 @@ class PerfBuffer {
   uint8_t* data_;
 };
 
-void Set(void* buf, DataType dt, size_t i, double v) {
-  switch (dt) {
-    case DataType::kFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
-    case DataType::kFloat64: static_cast<double*>(buf)[i] = v; break;
-    case DataType::kBFloat16: static_cast<bf16*>(buf)[i] = bf16(static_cast<float>(v)); break;
-    case DataType::kFloat16: static_cast<fp16*>(buf)[i] = fp16(static_cast<float>(v)); break;
-    case DataType::kInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(static_cast<int64_t>(v)); break;
-    case DataType::kUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(static_cast<int64_t>(v)); break;
-    case DataType::kInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(static_cast<int64_t>(v)); break;
-    case DataType::kInt64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
-  }
-}
-
-double Get(const void* buf, DataType dt, size_t i) {
-  switch (dt) {
-    case DataType::kFloat32: return static_cast<const float*>(buf)[i];
-    case DataType::kFloat64: return static_cast<const double*>(buf)[i];
-    case DataType::kBFloat16: return static_cast<float>(static_cast<const bf16*>(buf)[i]);
-    case DataType::kFloat16: return static_cast<float>(static_cast<const fp16*>(buf)[i]);
-    case DataType::kInt8: return static_cast<const int8_t*>(buf)[i];
-    case DataType::kUint8: return static_cast<const uint8_t*>(buf)[i];
-    case DataType::kInt32: return static_cast<const int32_t*>(buf)[i];
-    case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
-  }
-  return 0;
-}
-
-// Small integers, exact in every dtype; products stay small.
 double Input(int rank, size_t i, DataType dt, ReduceOp op) {
   const int64_t h = static_cast<int64_t>((static_cast<uint64_t>(rank) * 7919u + i * 104729u) % 5u);
   if (op == ReduceOp::kProd) return dt == DataType::kUint8 ? (h % 2) + 1 : ((h % 3) - 1 == 0 ? 2 : (h % 3) - 1);
@@ -84,11 +57,11 @@ double Expected(int n, size_t i, DataType dt, ReduceOp op) {
     }
   }
   uint8_t tmp[8];
-  Set(tmp, dt, 0, acc);  // integers wrap like the library
-  acc = Get(tmp, dt, 0);
+  SetElement(tmp, dt, 0, acc);  // integers wrap like the library
+  acc = GetElement(tmp, dt, 0);
   if (op == ReduceOp::kAvg) acc = IsFloatingPoint(dt) ? acc / n : std::trunc(acc / n);
-  Set(tmp, dt, 0, acc);
-  return Get(tmp, dt, 0);
+  SetElement(tmp, dt, 0, acc);
+  return GetElement(tmp, dt, 0);
 }
 
 bool Matches(double got, double want, DataType dt, ReduceOp op) {
@@ -168,7 +141,7 @@ class Runner {
     const ReduceOp op = Reduces(o_.op) ? o_.redop : ReduceOp::kSum;
     size_t n_in = s.count;
     if (o_.op == PerfOp::kReduceScatter || o_.op == PerfOp::kAllToAll) n_in = s.count * n_;
-    for (size_t i = 0; i < n_in; ++i) Set(in, o_.dtype, i, Input(r_, i, o_.dtype, op));
+    for (size_t i = 0; i < n_in; ++i) SetElement(in, o_.dtype, i, Input(r_, i, o_.dtype, op));
   }
 
   int64_t CountWrong(const CollectiveArgs& a, const Shape& s) const {
@@ -177,34 +150,34 @@ class Runner {
     int64_t wrong = 0;
     switch (o_.op) {
       case PerfOp::kAllReduce:
-        for (size_t i = 0; i < s.count; ++i) wrong += !Matches(Get(out, dt, i), Expected(n_, i, dt, o_.redop), dt, o_.redop);
+        for (size_t i = 0; i < s.count; ++i) wrong += !Matches(GetElement(out, dt, i), Expected(n_, i, dt, o_.redop), dt, o_.redop);
         break;
       case PerfOp::kReduce:
         if (r_ != o_.root) break;
-        for (size_t i = 0; i < s.count; ++i) wrong += !Matches(Get(out, dt, i), Expected(n_, i, dt, o_.redop), dt, o_.redop);
+        for (size_t i = 0; i < s.count; ++i) wrong += !Matches(GetElement(out, dt, i), Expected(n_, i, dt, o_.redop), dt, o_.redop);
         break;
       case PerfOp::kReduceScatter:
         for (size_t i = 0; i < s.count; ++i) {
-          wrong += !Matches(Get(out, dt, i), Expected(n_, r_ * s.count + i, dt, o_.redop), dt, o_.redop);
+          wrong += !Matches(GetElement(out, dt, i), Expected(n_, r_ * s.count + i, dt, o_.redop), dt, o_.redop);
         }
         break;
       case PerfOp::kAllGather:
         for (int j = 0; j < n_; ++j) {
-          for (size_t i = 0; i < s.count; ++i) wrong += Get(out, dt, j * s.count + i) != Input(j, i, dt, ReduceOp::kSum);
+          for (size_t i = 0; i < s.count; ++i) wrong += GetElement(out, dt, j * s.count + i) != Input(j, i, dt, ReduceOp::kSum);
         }
         break;
       case PerfOp::kAllToAll:
         for (int j = 0; j < n_; ++j) {
           for (size_t i = 0; i < s.count; ++i) {
-            wrong += Get(out, dt, j * s.count + i) != Input(j, r_ * s.count + i, dt, ReduceOp::kSum);
+            wrong += GetElement(out, dt, j * s.count + i) != Input(j, r_ * s.count + i, dt, ReduceOp::kSum);
           }
         }
         break;
       case PerfOp::kBroadcast:
-        for (size_t i = 0; i < s.count; ++i) wrong += Get(out, dt, i) != Input(o_.root, i, dt, ReduceOp::kSum);
+        for (size_t i = 0; i < s.count; ++i) wrong += GetElement(out, dt, i) != Input(o_.root, i, dt, ReduceOp::kSum);
         break;
       case PerfOp::kSendRecv:
-        for (size_t i = 0; i < s.count; ++i) wrong += Get(out, dt, i) != Input((r_ + n_ - 1) % n_, i, dt, ReduceOp::kSum);
+        for (size_t i = 0; i < s.count; ++i) wrong += GetElement(out, dt, i) != Input((r_ + n_ - 1) % n_, i, dt, ReduceOp::kSum);
         break;
     }
     return wrong;

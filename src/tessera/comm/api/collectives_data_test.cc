@@ -12,9 +12,7 @@
 namespace tessera::comm {
 namespace {
 
-using testing::GetElement;
 using testing::RunRanks;
-using testing::SetElement;
 using testing::TestOptions;
 
 // Identifies (rank, index); exact in every dtype (0..96).

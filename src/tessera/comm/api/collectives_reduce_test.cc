@@ -12,11 +12,9 @@
 namespace tessera::comm {
 namespace {
 
-using testing::GetElement;
 using testing::InputValue;
 using testing::Reference;
 using testing::RunRanks;
-using testing::SetElement;
 using testing::TestOptions;
 
 const size_t kSmallSizes[] = {0, 1, 7, 131, 1031};

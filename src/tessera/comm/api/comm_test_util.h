@@ -18,6 +18,7 @@
 
 #include "tessera/base/float16.h"
 #include "tessera/comm/api/communicator.h"
+#include "tessera/comm/api/element_access.h"
 #include "tessera/comm/store.h"
 
 namespace tessera::comm::testing {
@@ -55,35 +56,8 @@ inline void RunRanks(int size, const CommOptions& options, const std::function<v
   RunRanks(size, [&](int) { return options; }, fn);
 }
 
-inline void SetElement(void* buf, DataType dtype, size_t i, double v) {
-  switch (dtype) {
-    case DataType::kFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
-    case DataType::kFloat64: static_cast<double*>(buf)[i] = v; break;
-    case DataType::kBFloat16: static_cast<bf16*>(buf)[i] = bf16(static_cast<float>(v)); break;
-    case DataType::kFloat16: static_cast<fp16*>(buf)[i] = fp16(static_cast<float>(v)); break;
-    case DataType::kInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(static_cast<int64_t>(v)); break;
-    case DataType::kUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(static_cast<int64_t>(v)); break;
-    case DataType::kInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(static_cast<int64_t>(v)); break;
-    case DataType::kInt64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
-  }
-}
+// SetElement / GetElement come from comm/api/element_access.h.
 
-inline double GetElement(const void* buf, DataType dtype, size_t i) {
-  switch (dtype) {
-    case DataType::kFloat32: return static_cast<const float*>(buf)[i];
-    case DataType::kFloat64: return static_cast<const double*>(buf)[i];
-    case DataType::kBFloat16: return static_cast<float>(static_cast<const bf16*>(buf)[i]);
-    case DataType::kFloat16: return static_cast<float>(static_cast<const fp16*>(buf)[i]);
-    case DataType::kInt8: return static_cast<const int8_t*>(buf)[i];
-    case DataType::kUint8: return static_cast<const uint8_t*>(buf)[i];
-    case DataType::kInt32: return static_cast<const int32_t*>(buf)[i];
-    case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
-  }
-  return 0;
-}
-
-// Deterministic small-integer input of `rank` at element `i` (exact in
-// every dtype; products of up to 8 stay within fp16/bf16 exact range).
 inline double InputValue(int rank, size_t i, DataType dtype, ReduceOp op) {
   const int64_t h = static_cast<int64_t>((static_cast<uint64_t>(rank) * 7919u + i * 104729u) % 5u);
   if (op == ReduceOp::kProd) return dtype == DataType::kUint8 ? (h % 2) + 1 : (h % 3) - 1 == 0 ? 2 : (h % 3) - 1;
