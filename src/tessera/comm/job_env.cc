@@ -224,7 +224,14 @@ Status ResolveMaster(const Env& env, JobEnv& job, const std::string& job_id) {
   if (env.Has("MASTER_PORT")) {
     TESSERA_ASSIGN_OR_RETURN(job.master_port, env.Int("MASTER_PORT", 1, 65535));
   } else if (!job_id.empty()) {
-    job.master_port = kDefaultMasterPort + static_cast<int>(Fnv1a(job_id) % 10000);
+    // Below Linux's ephemeral range (32768+), so outgoing connections do not
+    // take them; still several, in case another service holds one.
+    job.master_port_candidates.clear();
+    for (int k = 0; k < kDerivedPortCandidates; ++k) {
+      const uint64_t h = Fnv1a(job_id + "#" + std::to_string(k));
+      job.master_port_candidates.push_back(kDefaultMasterPort + static_cast<int>(h % kDerivedPortRange));
+    }
+    job.master_port = job.master_port_candidates.front();
   } else {
     job.master_port = kDefaultMasterPort;
   }
@@ -364,18 +371,54 @@ StatusOr<std::shared_ptr<Store>> ConnectJobStore(const JobEnv& job, Timeout time
   options.client_info = fmt::format("rank {}/{} pid {} on {}", job.rank, job.world_size, ::getpid(), LocalHostName());
   std::unique_ptr<TcpStoreServer> server;
   std::string host = job.master_addr;
+  std::vector<int> ports = job.master_port_candidates;
+  if (ports.empty()) ports = {job.master_port};
   if (job.rank == 0 && !job.store_hosted) {
     server = std::make_unique<TcpStoreServer>(job.token);
-    auto port = server->Start("", job.master_port);
-    if (!port.ok()) {
-      return Status(port.status().code(),
-                    fmt::format("rank 0 could not host the job store on port {}: {} (another job may use "
-                                "MASTER_PORT={}; choose a free port)",
-                                job.master_port, port.status().message(), job.master_port));
+    std::string failures;
+    for (int candidate : ports) {
+      auto port = server->Start("", candidate);
+      if (port.ok()) break;
+      failures += fmt::format("{}port {}: {}", failures.empty() ? "" : "; ", candidate, port.status().message());
+    }
+    if (server->port() <= 0) {
+      if (ports.size() == 1) {
+        return Unavailable("rank 0 could not host the job store: {} (another job may use MASTER_PORT={}; choose a "
+                           "free port)",
+                           failures, ports[0]);
+      }
+      return Unavailable("rank 0 could not host the job store on any port derived from the job id: {} (set "
+                         "MASTER_PORT to a free port)",
+                         failures);
     }
     host = "127.0.0.1";  // listening on every interface, including loopback
+    ports = {server->port()};
   }
-  auto client = TcpStoreClient::Connect(host, job.master_port, job.token, options);
+  StatusOr<std::shared_ptr<TcpStoreClient>> client = Unavailable("no store port to try");
+  if (ports.size() == 1) {
+    client = TcpStoreClient::Connect(host, ports[0], job.token, options);
+  } else {
+    // Rank 0 hosts on one of the candidates; sweep them with short attempts
+    // until one authenticates or the timeout passes. A port held by another
+    // job's store refuses our token (FailedPrecondition): skip it.
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    TcpStoreClientOptions quick = options;
+    quick.connect_timeout = Timeout(500);
+    std::string last;
+    while (!client.ok()) {
+      for (int candidate : ports) {
+        client = TcpStoreClient::Connect(host, candidate, job.token, quick);
+        if (client.ok()) break;
+        last = fmt::format("port {}: {}", candidate, client.status().message());
+      }
+      if (client.ok() || std::chrono::steady_clock::now() >= deadline) break;
+    }
+    if (!client.ok()) {
+      client = Unavailable("no store answered with this job's token on {} at any of the ports derived from the "
+                           "job id within {} ms; last: {}",
+                           host, timeout.count(), last);
+    }
+  }
   if (!client.ok()) return client.status().WithContext(fmt::format("while connecting {} to the job store",
                                                                     job.Describe()));
   TLOG(INFO, "{}: connected to the job store", job.Describe());

@@ -33,6 +33,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tessera/base/status.h"
 #include "tessera/comm/store.h"
@@ -40,6 +41,9 @@
 namespace tessera::comm {
 
 inline constexpr int kDefaultMasterPort = 29500;
+// Ports derived from a job id lie in [29500, 29500 + kDerivedPortRange).
+inline constexpr int kDerivedPortRange = 3000;
+inline constexpr int kDerivedPortCandidates = 8;
 
 enum class JobEnvSource { kSingleProcess, kTorchrun, kOpenMpi, kSlurm };
 std::string_view JobEnvSourceName(JobEnvSource source);
@@ -56,6 +60,11 @@ struct JobEnv {
   int num_nodes = -1;
   std::string master_addr = "127.0.0.1";
   int master_port = kDefaultMasterPort;
+  // Ports rank 0 may host the store on when none was given (MASTER_PORT
+  // unset, port derived from the launcher's job id): the first one it can
+  // bind. The other ranks try each until one answers with this job's token.
+  // Empty when the port was given: master_port only.
+  std::vector<int> master_port_candidates;
   std::string token;
   std::string token_source;  // "TESSERA_JOB_TOKEN", "generated", ...
   bool store_hosted = false;
@@ -74,7 +83,9 @@ StatusOr<JobEnv> ParseJobEnv(const EnvMap& env);
 StatusOr<JobEnv> ReadJobEnv();
 
 // Connects to the job's store. Unless store_hosted, rank 0 first starts a
-// TcpStoreServer on every interface at master_port; the returned Store owns
+// TcpStoreServer on every interface at the first free port of
+// master_port_candidates (a derived port can be taken by an unrelated
+// socket); the other ranks find it by trying each. The returned Store owns
 // it, and destroying it waits (at most `timeout`) until every other rank has
 // closed its connection, so rank 0 may finish first. Every rank connects as
 // an authenticated client, retrying until `timeout` (also the per-call

@@ -135,8 +135,13 @@ TEST(JobEnv, OpenMpiDerivesSharedTokenAndPort) {
   EXPECT_EQ(r1->master_addr, "127.0.0.1");
   EXPECT_EQ(r0->token, r1->token);
   EXPECT_EQ(r0->master_port, r1->master_port);
-  EXPECT_GE(r0->master_port, kDefaultMasterPort);
-  EXPECT_LT(r0->master_port, kDefaultMasterPort + 10000);
+  EXPECT_EQ(r0->master_port_candidates, r1->master_port_candidates);
+  ASSERT_EQ(r0->master_port_candidates.size(), static_cast<size_t>(kDerivedPortCandidates));
+  EXPECT_EQ(r0->master_port, r0->master_port_candidates.front());
+  for (int port : r0->master_port_candidates) {
+    EXPECT_GE(port, kDefaultMasterPort);
+    EXPECT_LT(port, 32768) << "derived ports stay below the ephemeral range";
+  }
   EXPECT_NE(r0->token_source.find("OMPI_MCA_orte_precondition_transports"), std::string::npos);
   EXPECT_TRUE(ValidateJobToken(r0->token, "derived").ok());
   auto other_job = ParseJobEnv(OmpiEnv(0, "0000000000000000-0000000000000001"));
@@ -340,6 +345,47 @@ TEST(ConnectJobStore, LauncherHostedStoreAndPortConflict) {
   ASSERT_FALSE(clash.ok());
   EXPECT_NE(clash.status().ToString().find("MASTER_PORT=" + std::to_string(port)), std::string::npos)
       << clash.status().ToString();
+}
+
+TEST(ConnectJobStore, DerivedPortTakenMovesToTheNextCandidate) {
+  // Rank 0's first derived port is held by an unrelated listener and the
+  // second by another job's store: rank 0 hosts on the third, and the other
+  // ranks (started first) find it there.
+  const int busy = FreePort(), other_job = FreePort(), free1 = FreePort(), free2 = FreePort();
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(busy));
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  TcpStoreServer stranger("a-token-of-some-other-job-0123456789");
+  ASSERT_TRUE(stranger.Start("", other_job).ok());
+  constexpr int kWorld = 3;
+  std::vector<Status> errors(kWorld);
+  std::vector<std::string> addresses(kWorld);
+  std::vector<std::thread> ranks;
+  for (int r = kWorld - 1; r >= 0; --r) {
+    ranks.emplace_back([&, r] {
+      JobEnv job = Rank(r, kWorld, busy, false);
+      job.master_port_candidates = {busy, other_job, free1, free2};
+      auto store = ConnectJobStore(job, milliseconds(20000));
+      if (!store.ok()) {
+        errors[r] = store.status();
+        return;
+      }
+      addresses[r] = (*store)->Address();
+      errors[r] = StoreBarrier(**store, "met", kWorld, milliseconds(20000));
+      if (errors[r].ok()) errors[r] = StoreBarrier(**store, "leave", kWorld, milliseconds(20000));
+    });
+  }
+  for (auto& t : ranks) t.join();
+  ::close(listener);
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_TRUE(errors[r].ok()) << "rank " << r << ": " << errors[r].ToString();
+    EXPECT_NE(addresses[r].find(":" + std::to_string(free1)), std::string::npos) << addresses[r];
+  }
+  EXPECT_GE(stranger.refused_connections(), 1) << "the other job's store saw our ranks try and refused them";
 }
 
 TEST(ConnectJobStore, SingleProcessNeedsNoSockets) {
