@@ -116,5 +116,6 @@ void RegisterCclPerfCommand(CLI::App& app) {
   sub->add_option("--timeout-ms", args->timeout_ms, "per-operation timeout");
   sub->callback([args] { ExitWith(Run(*args)); });
 }
+TESSERA_CLI_COMMAND(50, RegisterCclPerfCommand);
 
 }  // namespace tessera::cli

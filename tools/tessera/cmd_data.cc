@@ -57,5 +57,6 @@ void RegisterDataCommand(CLI::App& app) {
   exp->add_option("--out", args->out, "output file")->required();
   exp->callback([args] { ExitWith(RunExport(*args)); });
 }
+TESSERA_CLI_COMMAND(30, RegisterDataCommand);
 
 }  // namespace tessera::cli

@@ -168,5 +168,6 @@ void RegisterInfoCommand(CLI::App& app) {
   cmd->add_flag("--remeasure", args->remeasure, "measure peak FLOP/s and bandwidth again and update the cache");
   cmd->callback([args] { ExitWith(RunInfo(*args)); });
 }
+TESSERA_CLI_COMMAND(10, RegisterInfoCommand);
 
 }  // namespace tessera::cli

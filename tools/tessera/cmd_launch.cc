@@ -84,5 +84,6 @@ void RegisterLaunchCommand(CLI::App& app) {
   cmd->add_option("command", args->command, "the command to run, after --")->required();
   cmd->callback([args] { Run(*args); });
 }
+TESSERA_CLI_COMMAND(40, RegisterLaunchCommand);
 
 }  // namespace tessera::cli

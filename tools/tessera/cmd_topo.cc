@@ -66,5 +66,6 @@ void RegisterTopoCommand(CLI::App& app) {
   sub->add_option("--algo", args->algo, "force algorithms (like TESSERA_ALGO)");
   sub->callback([args] { ExitWith(Run(*args)); });
 }
+TESSERA_CLI_COMMAND(60, RegisterTopoCommand);
 
 }  // namespace tessera::cli

@@ -41,5 +41,6 @@ void RegisterTrainCommand(CLI::App& app) {
   cmd->add_flag("--help-config", args->help_config, "list every config key and exit");
   cmd->callback([args] { ExitWith(RunTrain(*args)); });
 }
+TESSERA_CLI_COMMAND(20, RegisterTrainCommand);
 
 }  // namespace tessera::cli

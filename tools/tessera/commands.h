@@ -1,6 +1,8 @@
 // The tessera CLI's subcommands. Each cmd_<name>.cc defines one
 // Register<Name>Command that adds its CLI11 subcommand (options + callback)
-// to the app; main.cc calls them all. A callback does its work through a
+// to the app, and lists it with TESSERA_CLI_COMMAND(order, function); main
+// adds every listed command in `order` (the order of `tessera --help`), so a
+// new command is one new file. A callback does its work through a
 // function returning Status and hands the result to ExitWith(), so every
 // command fails the same way: "error: <status with context>" on stderr and
 // exit code 1. OpError and other exceptions escaping a callback are caught
@@ -19,12 +21,15 @@
 
 namespace tessera::cli {
 
-void RegisterInfoCommand(CLI::App& app);
-void RegisterTrainCommand(CLI::App& app);
-void RegisterDataCommand(CLI::App& app);
-void RegisterLaunchCommand(CLI::App& app);
-void RegisterCclPerfCommand(CLI::App& app);
-void RegisterTopoCommand(CLI::App& app);
+using CommandAdder = void (*)(CLI::App&);
+
+// Lists a command (from a static initializer; see TESSERA_CLI_COMMAND).
+bool ListCommand(int order, CommandAdder add);
+// Adds every listed command to `app`, in order.
+void AddListedCommands(CLI::App& app);
+
+#define TESSERA_CLI_COMMAND(order, function) \
+  [[maybe_unused]] static const bool tessera_cli_listed_##function = ::tessera::cli::ListCommand(order, function)
 
 // OK: returns. Otherwise prints "error: ..." to stderr and throws
 // CLI::RuntimeError(1), which main turns into exit code 1.

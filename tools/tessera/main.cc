@@ -3,10 +3,13 @@
 // subcommand and maps failures to "error: ..." and exit code 1.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -26,6 +29,24 @@ void PrintError(const std::string& text) {
   }
   std::fprintf(stderr, "%s\n", out.c_str());
   std::fflush(stderr);
+}
+
+namespace {
+std::vector<std::pair<int, CommandAdder>>& CommandList() {
+  static std::vector<std::pair<int, CommandAdder>> list;  // built before main, read in main
+  return list;
+}
+}  // namespace
+
+bool ListCommand(int order, CommandAdder add) {
+  CommandList().emplace_back(order, add);
+  return true;
+}
+
+void AddListedCommands(CLI::App& app) {
+  auto list = CommandList();
+  std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [order, add] : list) add(app);
 }
 
 void ExitWith(const Status& status) {
@@ -71,12 +92,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Tessera: plan, simulate and run the training of large models", "tessera"};
   app.set_version_flag("--version", "tessera " TESSERA_VERSION);
   app.require_subcommand(1);
-  cli::RegisterInfoCommand(app);
-  cli::RegisterTrainCommand(app);
-  cli::RegisterDataCommand(app);
-  cli::RegisterLaunchCommand(app);
-  cli::RegisterCclPerfCommand(app);
-  cli::RegisterTopoCommand(app);
+  cli::AddListedCommands(app);
 
   if (base::LogEnabled(base::LogLevel::kInfo)) {
     TLOG(INFO, "tessera {} ({} {}); knobs:\n{}", TESSERA_VERSION, TESSERA_BUILD_COMPILER, TESSERA_BUILD_TYPE,
