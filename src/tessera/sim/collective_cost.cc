@@ -1,0 +1,158 @@
+#include "tessera/sim/collective_cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "tessera/base/check.h"
+
+namespace tessera::sim {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+int CeilLog2(int n) {
+  int k = 0;
+  while ((1 << k) < n) ++k;
+  return k;
+}
+bool PowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// One-level costs over n ranks with link `l`. `full` = the bytes each rank
+// holds at the end of an all-gather (or starts a reduce-scatter with).
+double RingOneWay(int n, double full, const LevelLink& l) {
+  if (n <= 1) return 0;
+  return (n - 1) * l.latency + (n - 1) * full / n / l.bw;
+}
+double HdOneWay(int n, double full, const LevelLink& l) {
+  if (n <= 1) return 0;
+  double t = CeilLog2(n) * l.latency + (n - 1) * full / n / l.bw;
+  if (!PowerOfTwo(n)) t += l.latency + full / l.bw;  // fold the extra ranks in (or out)
+  return t;
+}
+double TreeAllReduce(int n, double bytes, const LevelLink& l) {
+  if (n <= 1) return 0;
+  return 2.0 * CeilLog2(n) * (l.latency + bytes / l.bw);
+}
+double OneWay(CollectiveAlgo algo, int n, double full, const LevelLink& l) {
+  return algo == CollectiveAlgo::kHalvingDoubling ? HdOneWay(n, full, l) : RingOneWay(n, full, l);
+}
+double BestOneWay(int n, double full, const LevelLink& l) {
+  return std::min(RingOneWay(n, full, l), HdOneWay(n, full, l));
+}
+double BestAllReduce(int n, double bytes, const LevelLink& l) {
+  return std::min({2 * RingOneWay(n, bytes, l), 2 * HdOneWay(n, bytes, l), TreeAllReduce(n, bytes, l)});
+}
+
+struct Layout {
+  int n, m, g;  // ranks, ranks per super-node, super-nodes
+  LevelLink intra, inter;
+  // The link of a flat algorithm over all n ranks: the slower level it crosses.
+  LevelLink Flat() const {
+    if (g <= 1) return intra;
+    if (m <= 1) return inter;
+    return LevelLink{std::min(intra.bw, inter.bw), std::max(intra.latency, inter.latency)};
+  }
+};
+
+// Cost of `algo` or +inf when it does not apply.
+double Cost(CollectiveKind kind, CollectiveAlgo algo, double s, const Layout& L) {
+  const LevelLink flat = L.Flat();
+  const bool two_level = L.g > 1 && L.m > 1;
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      switch (algo) {
+        case CollectiveAlgo::kRing:
+        case CollectiveAlgo::kHalvingDoubling: return 2 * OneWay(algo, L.n, s, flat);
+        case CollectiveAlgo::kTree: return TreeAllReduce(L.n, s, flat);
+        case CollectiveAlgo::kHierarchical:
+          if (!two_level) return kInf;
+          return 2 * BestOneWay(L.m, s, L.intra) + BestAllReduce(L.g, s / L.m, L.inter);
+        default: return kInf;
+      }
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+      switch (algo) {
+        case CollectiveAlgo::kRing:
+        case CollectiveAlgo::kHalvingDoubling: return OneWay(algo, L.n, s, flat);
+        case CollectiveAlgo::kHierarchical:
+          if (!two_level) return kInf;
+          return BestOneWay(L.m, s, L.intra) + BestOneWay(L.g, s / L.m, L.inter);
+        default: return kInf;
+      }
+    case CollectiveKind::kAllToAll: {
+      if (algo != CollectiveAlgo::kPairwise || L.n <= 1) return algo == CollectiveAlgo::kPairwise ? 0 : kInf;
+      // Per rank: (m-1)/n of S to super-node peers, (n-m)/n of S across; both
+      // directions of both levels run at once, so the slower share dominates.
+      double intra_t = (L.m - 1) * s / L.n / L.intra.bw;
+      double inter_t = L.g > 1 ? (L.n - L.m) * s / L.n / L.inter.bw : 0;
+      double alpha = L.g > 1 ? L.inter.latency : L.intra.latency;
+      return (L.n - 1) * alpha + std::max(intra_t, inter_t);
+    }
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce:
+      switch (algo) {
+        case CollectiveAlgo::kTree: return CeilLog2(L.n) * (flat.latency + s / flat.bw);
+        // Pipelined chain: the message streams through n-1 hops.
+        case CollectiveAlgo::kRing: return L.n <= 1 ? 0 : (L.n - 1) * flat.latency + s / flat.bw;
+        case CollectiveAlgo::kHierarchical:
+          if (!two_level) return kInf;
+          return CeilLog2(L.g) * (L.inter.latency + s / L.inter.bw) + CeilLog2(L.m) * (L.intra.latency + s / L.intra.bw);
+        default: return kInf;
+      }
+  }
+  return kInf;
+}
+
+constexpr CollectiveAlgo kAlgos[] = {CollectiveAlgo::kRing, CollectiveAlgo::kTree, CollectiveAlgo::kHalvingDoubling,
+                                     CollectiveAlgo::kHierarchical, CollectiveAlgo::kPairwise};
+
+}  // namespace
+
+GroupLayout GroupLayout::Contiguous(const ClusterSpec& spec, int size) {
+  return GroupLayout{size, std::max(1, std::min(size, spec.supernode.devices))};
+}
+
+LevelLink IntraLink(const ClusterSpec& spec) {
+  const NetworkSpec& f = spec.supernode.fabric;
+  return LevelLink{f.EndpointBandwidth() / f.Oversubscription(), f.MaxPathLatency()};
+}
+
+LevelLink InterLink(const ClusterSpec& spec) {
+  if (!spec.has_network) return IntraLink(spec);
+  const NetworkSpec& n = spec.network;
+  return LevelLink{n.EndpointBandwidth() / n.Oversubscription(), n.MaxPathLatency()};
+}
+
+CollectiveCost EstimateCollective(const ClusterSpec& spec, CollectiveKind kind, double bytes, const GroupLayout& group,
+                                  CollectiveAlgo algo) {
+  TESSERA_CHECK(group.size >= 1 && group.ranks_per_supernode >= 1 && group.ranks_per_supernode <= group.size &&
+                    group.ranks_per_supernode <= spec.supernode.devices,
+                "bad group layout: size {} with {} ranks per super-node (super-nodes hold {} devices)", group.size,
+                group.ranks_per_supernode, spec.supernode.devices);
+  Layout L{group.size, group.ranks_per_supernode, (group.size + group.ranks_per_supernode - 1) / group.ranks_per_supernode,
+           IntraLink(spec), InterLink(spec)};
+  TESSERA_CHECK(L.g <= spec.supernodes, "group of {} ranks at {} per super-node needs {} super-nodes; the cluster has {}",
+                group.size, group.ranks_per_supernode, L.g, spec.supernodes);
+  CollectiveCost c;
+  c.algo = algo;
+  c.time_s = algo == CollectiveAlgo::kAuto ? kInf : Cost(kind, algo, bytes, L);
+  if (!std::isfinite(c.time_s)) {
+    for (CollectiveAlgo a : kAlgos) {
+      double t = Cost(kind, a, bytes, L);
+      if (t < c.time_s) c.time_s = t, c.algo = a;
+    }
+  }
+  if (c.time_s > 0) {
+    c.algbw = bytes / c.time_s;
+    c.busbw = c.algbw * BusBwFactor(kind, group.size);
+  }
+  return c;
+}
+
+double EstimateP2P(const ClusterSpec& spec, double bytes, bool same_supernode) {
+  LevelLink l = same_supernode ? IntraLink(spec) : InterLink(spec);
+  return l.latency + bytes / l.bw;
+}
+
+}  // namespace tessera::sim
