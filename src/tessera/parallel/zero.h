@@ -1,0 +1,127 @@
+// ZeroOptimizer: data-parallel gradient synchronization and AdamW with
+// ZeRO stages 0–3 (Rajbhandari et al. 2020), over flat per-bucket buffers.
+//
+// Parameters come in buckets (normally one per model segment: the
+// embedding, each transformer block, the head), each with the
+// communicator that holds its replicas (the data-parallel group, or the
+// expert-data-parallel group for expert weights). At creation the fp32
+// parameters of a bucket are moved into one flat buffer (padded to a
+// multiple of the group size) that the parameter tensors then view; rank r
+// of the group owns the shard [r·S, (r+1)·S) of it.
+//
+//   ReduceGradients(b)  after the last backward that touches bucket b:
+//                       copies the parameters' .grad() into a flat fp32
+//                       buffer and starts, asynchronously, an all-reduce
+//                       (stages 0–1) or a reduce-scatter (stages 2–3) of it;
+//                       a parameter without a gradient on any rank (an
+//                       expert no token reached) keeps "no gradient".
+//   FinishReductions()  waits for them (bounded by the communicator timeout)
+//                       and averages over the group.
+//   SquaredGradNorm()   this rank's share of the global squared norm: each
+//                       element counted once across the whole mesh (own
+//                       shard only; copies replicated over tensor-parallel
+//                       ranks are counted on one of them). Sum it over the
+//                       world to get the global norm.
+//   ScaleGradients(f)   clipping / loss-scale unscaling.
+//   Step(lr)            AdamW (the fused optim:: kernel) on the elements
+//                       this rank updates — the whole bucket at stage 0,
+//                       its shard at stages 1–3 — then (stages 1–2) an
+//                       all-gather of the updated shards into the flat
+//                       parameter buffer. Optimizer state exists only for
+//                       those elements.
+//   Gather(b)/Release(b) stage 3 only: parameters live as shards; Gather
+//                       all-gathers bucket b's full parameters (the
+//                       parameter tensors view them) and Release frees
+//                       them again. Tensors recorded on a tape keep their
+//                       identity, so a released bucket can be gathered
+//                       again for its backward.
+// Gradients are dropped from the parameters once copied (stages 2–3 keep
+// only the own shard). Optimizer state can live in the host memory tier
+// (offload, as ZeRO-Offload); on the CPU device the tiers are separate pools.
+// AdamW semantics are those of optim::AdamW (per-parameter step counts, no
+// update for a parameter without a gradient, no decay for tensors of rank
+// < 2 via the per-parameter weight_decay given here).
+// Thread-safety: one thread drives it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/base/status.h"
+#include "tessera/comm/api/communicator.h"
+#include "tessera/comm/api/work.h"
+#include "tessera/optim/adamw.h"
+#include "tessera/tensor/tensor.h"
+
+namespace tessera::parallel {
+
+struct ZeroParam {
+  std::string name;  // full dotted name (messages, state dicts)
+  Tensor param;      // fp32 leaf, contiguous
+  double weight_decay = 0.0;
+  // False for a copy that other tensor-parallel ranks also hold (norm gains,
+  // replicated biases) on every tp rank but one: counted once in norms.
+  bool count_in_norm = true;
+};
+
+struct ZeroBucketSpec {
+  std::string name;  // "blocks.3" — messages, trace
+  std::vector<ZeroParam> params;
+  comm::Communicator* group = nullptr;  // the replicas of these parameters
+};
+
+struct ZeroOptions {
+  int stage = 0;  // 0–3
+  optim::AdamWOptions adam;
+  bool offload_optimizer = false;  // optimizer state in the host tier
+};
+
+// Bytes this rank holds, by category (from the buffers' sizes).
+struct ZeroMemory {
+  int64_t parameters = 0;       // flat parameter buffers (full or shard)
+  int64_t gradients = 0;        // reduced gradients kept for the update
+  int64_t optimizer_state = 0;  // exp_avg + exp_avg_sq (device tier)
+  int64_t offloaded_optimizer_state = 0;  // the same in the host tier
+};
+
+class ZeroOptimizer {
+ public:
+  static StatusOr<std::unique_ptr<ZeroOptimizer>> Create(std::vector<ZeroBucketSpec> buckets,
+                                                         const ZeroOptions& options);
+  ~ZeroOptimizer();
+  ZeroOptimizer(const ZeroOptimizer&) = delete;
+  ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
+
+  int num_buckets() const;
+  const std::string& bucket_name(int b) const;
+  int stage() const;
+
+  Status Gather(int b);  // no-op below stage 3
+  void Release(int b);   // no-op below stage 3
+  Status GatherAll();
+
+  Status ReduceGradients(int b);
+  Status FinishReductions();
+  double SquaredGradNorm() const;
+  void ScaleGradients(double factor);
+  Status Step(double lr);
+
+  ZeroMemory Memory() const;
+  // Seconds spent waiting for reductions and all-gathers (not overlapped).
+  double comm_wait_seconds() const;
+  void reset_comm_wait_seconds();
+
+  struct Bucket;
+
+ private:
+  ZeroOptimizer() = default;
+  Status Reduce(Bucket& bucket);
+
+  ZeroOptions options_;
+  std::vector<std::unique_ptr<Bucket>> buckets_;
+  double comm_wait_s_ = 0;
+};
+
+}  // namespace tessera::parallel
