@@ -117,7 +117,18 @@ StatusOr<std::unique_ptr<Gpt>> Gpt::Create(const GptConfig& config) {
   return std::make_unique<Gpt>(config);
 }
 
-GptOutput Gpt::Forward(const Tensor& ids, const Tensor& targets) {
+uint64_t Gpt::BeginForward() {
+  if (!training() || config_.dropout <= 0.0f) return 0;
+  const uint64_t seed = DeriveSeed(DeriveSeed(config_.seed, kDropoutStream), forward_count_);
+  ++forward_count_;
+  return seed;
+}
+
+uint64_t Gpt::BlockDropoutSeed(uint64_t step_seed, int layer) {
+  return DeriveSeed(step_seed, 1 + static_cast<uint64_t>(layer));
+}
+
+Tensor Gpt::Embed(const Tensor& ids, uint64_t step_seed) const {
   TESSERA_OP_CHECK(ids.defined() && ids.dim() == 2 && (ids.dtype() == DType::kI64 || ids.dtype() == DType::kI32),
                    "Gpt::Forward: ids must be [B, T] int64/int32, got {} {}",
                    ids.defined() ? ShapeString(ids.shape()) : "undefined",
@@ -126,51 +137,56 @@ GptOutput Gpt::Forward(const Tensor& ids, const Tensor& targets) {
   TESSERA_OP_CHECK(b >= 1 && t >= 1 && t <= config_.seq_len,
                    "Gpt::Forward: ids shape {} needs B >= 1 and 1 <= T <= seq_len = {}", ShapeString(ids.shape()),
                    config_.seq_len);
-  if (targets.defined()) {
-    TESSERA_OP_CHECK(targets.shape() == ids.shape() && targets.dtype() == DType::kI64,
-                     "Gpt::Forward: targets must be int64 with the ids' shape {}, got {} {}",
-                     ShapeString(ids.shape()), ShapeString(targets.shape()), DTypeName(targets.dtype()));
-  }
-  const bool train = training();
-  uint64_t step_seed = 0;
-  if (train && config_.dropout > 0.0f) {
-    step_seed = DeriveSeed(DeriveSeed(config_.seed, kDropoutStream), forward_count_);
-    ++forward_count_;
-  }
-
   Tensor x = tok_emb_->Forward(ids);
   if (pos_emb_) x = graph::Add(x, graph::Slice(pos_emb_->weight(), 0, 0, t));
   x = graph::Cast(x, config_.compute_dtype);
-  x = graph::Dropout(x, config_.dropout, train, DeriveSeed(step_seed, 0));
+  return graph::Dropout(x, config_.dropout, training(), DeriveSeed(step_seed, 0));
+}
 
-  Tensor aux_sum;
-  int moe_layers = 0;
-  for (int i = 0; i < config_.n_layers; ++i) {
-    Tensor aux;
-    x = (*blocks_)[i].Forward(x, train, DeriveSeed(step_seed, 1 + static_cast<uint64_t>(i)), &aux);
-    if (aux.defined()) {
-      aux_sum = aux_sum.defined() ? graph::Add(aux_sum, aux) : aux;
-      ++moe_layers;
-    }
-  }
-  x = norm_f_->Forward(x);
+Tensor Gpt::Head(const Tensor& x) const {
+  Tensor h = norm_f_->Forward(x);
+  if (lm_head_) return lm_head_->Forward(h);
+  return graph::MatMul(h, graph::Cast(tok_emb_->weight(), h.dtype()), false, true);
+}
+
+GptOutput Gpt::Finish(Tensor logits, const Tensor& targets, const std::vector<Tensor>& moe_aux_losses) const {
   GptOutput out;
-  if (lm_head_) {
-    out.logits = lm_head_->Forward(x);
-  } else {
-    out.logits = graph::MatMul(x, graph::Cast(tok_emb_->weight(), x.dtype()), false, true);
-  }
-  out.aux_loss = moe_layers > 0 ? graph::Scale(aux_sum, 1.0f / static_cast<float>(moe_layers))
-                                : Tensor::Zeros({}, DType::kF32);
+  out.logits = std::move(logits);
+  Tensor aux_sum;
+  for (const Tensor& aux : moe_aux_losses) aux_sum = aux_sum.defined() ? graph::Add(aux_sum, aux) : aux;
+  const auto moe_layers = static_cast<float>(moe_aux_losses.size());
+  out.aux_loss = aux_sum.defined() ? graph::Scale(aux_sum, 1.0f / moe_layers) : Tensor::Zeros({}, DType::kF32);
   if (targets.defined()) {
+    TESSERA_OP_CHECK(targets.dim() == 2 && targets.size(0) == out.logits.size(0) &&
+                         targets.size(1) == out.logits.size(1) && targets.dtype() == DType::kI64,
+                     "Gpt::Forward: targets must be int64 with the ids' shape [{}, {}], got {} {}",
+                     out.logits.size(0), out.logits.size(1), ShapeString(targets.shape()),
+                     DTypeName(targets.dtype()));
     out.ce_loss = graph::CrossEntropy(out.logits, targets);
-    if (moe_layers > 0 && config_.moe.aux_loss_coef > 0.0) {
+    if (aux_sum.defined() && config_.moe.aux_loss_coef > 0.0) {
       out.loss = graph::Add(out.ce_loss, graph::Scale(out.aux_loss, static_cast<float>(config_.moe.aux_loss_coef)));
     } else {
       out.loss = out.ce_loss;
     }
   }
   return out;
+}
+
+GptOutput Gpt::Forward(const Tensor& ids, const Tensor& targets) {
+  if (targets.defined() && ids.defined()) {
+    TESSERA_OP_CHECK(targets.shape() == ids.shape() && targets.dtype() == DType::kI64,
+                     "Gpt::Forward: targets must be int64 with the ids' shape {}, got {} {}",
+                     ShapeString(ids.shape()), ShapeString(targets.shape()), DTypeName(targets.dtype()));
+  }
+  const uint64_t step_seed = BeginForward();
+  Tensor x = Embed(ids, step_seed);
+  std::vector<Tensor> aux_losses;
+  for (int i = 0; i < config_.n_layers; ++i) {
+    Tensor aux;
+    x = (*blocks_)[i].Forward(x, training(), BlockDropoutSeed(step_seed, i), &aux);
+    if (aux.defined()) aux_losses.push_back(aux);
+  }
+  return Finish(Head(x), targets, aux_losses);
 }
 
 int64_t Gpt::NumActiveParameters() const {

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "tessera/base/status.h"
 #include "tessera/graph/layers.h"
@@ -99,6 +100,22 @@ class Gpt : public graph::Module {
 
   const GptConfig& config() const { return config_; }
   Block& block(int layer) const { return (*blocks_)[layer]; }
+
+  // The pieces Forward is made of, for runtimes that place them on
+  // different ranks (parallel/): Forward(ids, targets) equals
+  //   seed = BeginForward(); x = Embed(ids, seed);
+  //   x = block(i).Forward(x, training(), BlockDropoutSeed(seed, i), &aux_i) for each layer;
+  //   Finish(Head(x), targets, {aux_i of the MoE layers}).
+  // BeginForward advances forward_count() in training mode with dropout.
+  uint64_t BeginForward();
+  Tensor Embed(const Tensor& ids, uint64_t step_seed) const;  // checks ids; [B, T, d] in compute_dtype
+  static uint64_t BlockDropoutSeed(uint64_t step_seed, int layer);
+  Tensor Head(const Tensor& x) const;  // norm_f + LM head -> logits
+  GptOutput Finish(Tensor logits, const Tensor& targets, const std::vector<Tensor>& moe_aux_losses) const;
+  const graph::nn::Embedding& tok_emb() const { return *tok_emb_; }
+  const graph::nn::Embedding* pos_emb() const { return pos_emb_.get(); }
+  const Norm& norm_f() const { return *norm_f_; }
+  const graph::nn::Linear* lm_head() const { return lm_head_.get(); }  // null when tied
 
   // All parameters (a tied matrix counted once) = Module::NumParameters().
   // Parameters one token uses: all dense parameters plus top_k of the
