@@ -78,6 +78,11 @@ class Block : public graph::Module {
   Tensor Forward(const Tensor& x, bool training, uint64_t dropout_seed, Tensor* aux);
   bool is_moe() const { return moe_ != nullptr; }
   MoeFfn* moe() const { return moe_.get(); }
+  Mlp* mlp() const { return mlp_.get(); }  // dense blocks
+  const Norm& norm1() const { return *norm1_; }
+  const Norm& norm2() const { return *norm2_; }
+  const CausalSelfAttention& attn() const { return *attn_; }
+  float dropout() const { return dropout_; }
 
  private:
   float dropout_;
