@@ -66,6 +66,24 @@ void BindAll(ConfigSchema& s, TrainConfig& c, EnumText& e, int64_t& model_seed) 
   s.Bind("train.threads", &t.threads, "compute threads (0 = all cores)");
   s.Bind("train.out_dir", &t.out_dir, "folder for run records");
 
+  parallel::ParallelConfig& p = c.parallel;
+  s.Bind("train.precision", &p.precision, "fp32 | bf16 | fp16 compute (fp32 master weights and gradients)");
+  s.Bind("train.recompute", &p.recompute, "activation recompute: none | selective | full");
+  s.Bind("train.offload_optimizer", &p.offload_optimizer, "keep optimizer state in the host memory tier");
+  s.Bind("train.device_memory_limit", &p.device_memory_limit,
+         "device-memory budget per rank in bytes (0 = none); over it, optimizer state is offloaded to the host "
+         "tier, and if still over the run stops with the breakdown");
+  s.Bind("train.loss_scale", &p.loss_scale, "fp16: initial dynamic loss scale");
+  s.Bind("train.loss_scale_window", &p.loss_scale_window, "fp16: overflow-free steps before the scale doubles");
+  s.Bind("parallel.dp", &p.dp, "data-parallel degree");
+  s.Bind("parallel.tp", &p.tp, "tensor-parallel degree (divides n_heads, vocab_size, d_ff)");
+  s.Bind("parallel.pp", &p.pp, "pipeline-parallel degree (stages)");
+  s.Bind("parallel.ep", &p.ep, "expert-parallel degree (divides dp and num_experts)");
+  s.Bind("parallel.zero", &p.zero, "ZeRO stage: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters");
+  s.Bind("parallel.sequence_parallel", &p.sequence_parallel, "shard norm/dropout regions along the sequence (tp > 1)");
+  s.Bind("parallel.schedule", &p.schedule, "pipeline schedule: gpipe | 1f1b | interleaved");
+  s.Bind("parallel.virtual_stages", &p.virtual_stages, "model chunks per pipeline stage (interleaved)");
+
   s.Bind("eval.every", &c.eval.every, "steps between evaluations (0 = end only)");
   s.Bind("eval.samples", &c.eval.samples, "held-out sequences per evaluation");
   s.Bind("eval.batch", &c.eval.batch, "sequences per evaluation batch");
@@ -96,6 +114,16 @@ StatusOr<TrainConfig> TrainConfig::Load(const std::string& path, const std::vect
   if (!cd.ok()) return with(cd.status());
   c.model.compute_dtype = *cd;
   c.model.seed = static_cast<uint64_t>(model_seed);
+  // train.precision decides the compute dtype; an older config may say
+  // model.compute_dtype instead.
+  if (c.parallel.precision == "fp32" && c.model.compute_dtype != DType::kF32) {
+    c.parallel.precision = std::string(DTypeName(c.model.compute_dtype));
+  } else if (c.model.compute_dtype != DType::kF32 && c.parallel.precision != DTypeName(c.model.compute_dtype)) {
+    return with(InvalidArgument("train.precision = '{}' contradicts model.compute_dtype = '{}' (set only one)",
+                                c.parallel.precision, DTypeName(c.model.compute_dtype)));
+  }
+  if (c.parallel.precision == "bf16") c.model.compute_dtype = DType::kBF16;
+  if (c.parallel.precision == "fp16") c.model.compute_dtype = DType::kF16;
   Status st = c.Validate();
   if (!st.ok()) return with(st);
   return c;
@@ -128,6 +156,8 @@ Status TrainConfig::Validate() const {
     return InvalidArgument("eval.every must be >= 0 and eval.samples, eval.batch >= 1 (got {}, {}, {})", eval.every,
                            eval.samples, eval.batch);
   }
+  TESSERA_RETURN_IF_ERROR(
+      parallel::ValidateParallelConfig(parallel, model, train.global_batch, train.micro_batch));
   if (data.kind != "arithmetic" && data.kind != "text" && data.kind != "shards") {
     return InvalidArgument("data.kind must be 'arithmetic', 'text' or 'shards', got '{}'", data.kind);
   }

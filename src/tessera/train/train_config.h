@@ -5,6 +5,10 @@
 //   [data]          which dataset: kind = "arithmetic" | "text" | "shards"
 //   [train]         steps, batch sizes, optimizer, schedule, seed, logging
 //   [eval]          how often and on how many held-out samples
+//   [parallel]      dp, tp, pp, ep degrees, ZeRO stage, schedule (see
+//                   parallel/parallel_config.h); train.precision,
+//                   train.recompute, train.offload_optimizer and
+//                   train.device_memory_limit land there too
 // Load() rejects unknown keys, wrong types and inconsistent values with
 // messages naming the key and where it was set. Plain value type.
 #pragma once
@@ -16,6 +20,7 @@
 
 #include "tessera/base/status.h"
 #include "tessera/models/gpt_config.h"
+#include "tessera/parallel/parallel_config.h"
 
 namespace tessera::train {
 
@@ -57,6 +62,7 @@ struct TrainConfig {
   DataOptions data;
   TrainOptions train;
   EvalOptions eval;
+  parallel::ParallelConfig parallel;
 
   // Loads `path` then applies `overrides` ("train.steps=50"), validates.
   static StatusOr<TrainConfig> Load(const std::string& path, const std::vector<std::string>& overrides);

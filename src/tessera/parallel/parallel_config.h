@@ -1,0 +1,45 @@
+// ParallelConfig: how one training job spreads over its ranks — the
+// `[parallel]` section of a train config plus the precision and recompute
+// choices of `[train]` — and its validation against the model and the
+// batch sizes, with errors naming the keys.
+// Plain value type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tessera/base/status.h"
+#include "tessera/models/gpt_config.h"
+#include "tessera/parallel/mesh.h"
+
+namespace tessera::parallel {
+
+struct ParallelConfig {
+  int dp = 1;
+  int tp = 1;
+  int pp = 1;
+  int ep = 1;
+  int zero = 0;                     // ZeRO stage 0–3
+  bool sequence_parallel = false;   // with tp > 1
+  std::string schedule = "1f1b";    // gpipe | 1f1b | interleaved
+  int virtual_stages = 1;           // model chunks per pipeline stage (interleaved)
+  std::string recompute = "none";   // none | selective | full
+  std::string precision = "fp32";   // fp32 | bf16 | fp16 (fp32 master weights)
+  bool offload_optimizer = false;   // optimizer state in the host memory tier
+  int64_t device_memory_limit = 0;  // bytes; 0 = no limit
+  double loss_scale = 65536;        // fp16: initial dynamic loss scale
+  int loss_scale_window = 200;      // fp16: good steps before the scale doubles
+
+  MeshShape mesh() const { return {dp, pp, tp, ep}; }
+  int world_size() const { return dp * pp * tp; }
+  bool is_parallel() const { return world_size() > 1; }
+};
+
+// Checks the values and their fit with the model and the batch:
+// n_heads % tp, vocab % tp, experts % ep, layers ≥ pp·virtual_stages,
+// micro-batches per data-parallel rank (global_batch / (dp · micro_batch))
+// a whole number and, for interleaved, a multiple of pp.
+Status ValidateParallelConfig(const ParallelConfig& config, const models::GptConfig& model, int64_t global_batch,
+                              int64_t micro_batch);
+
+}  // namespace tessera::parallel
