@@ -1,0 +1,197 @@
+#include "tessera/parallel/tensor_parallel/collectives.h"
+
+#include "tessera/base/error.h"
+#include "tessera/graph/functional.h"
+#include "tessera/graph/tape.h"
+
+namespace tessera::parallel {
+namespace {
+
+using Grads = std::vector<Tensor>;
+using Needs = std::vector<bool>;
+
+void CheckFloating(const Tensor& x, std::string_view op) {
+  TESSERA_OP_CHECK(x.defined() && IsFloating(x.dtype()), "{}: needs a defined floating tensor, got {}", op,
+                   x.defined() ? DTypeName(x.dtype()) : std::string_view("undefined"));
+}
+
+int CheckAxis(const Tensor& x, int axis, std::string_view op) {
+  TESSERA_OP_CHECK(axis >= -x.dim() && axis < x.dim(), "{}: axis {} out of range for shape {}", op, axis,
+                   ShapeString(x.shape()));
+  return axis < 0 ? axis + x.dim() : axis;
+}
+
+// Normalized axis whose size divides by `parts` (split along it).
+int CheckSplitAxis(const Tensor& x, int axis, int parts, std::string_view op) {
+  const int a = CheckAxis(x, axis, op);
+  TESSERA_OP_CHECK(x.size(a) % parts == 0, "{}: size {} of axis {} (shape {}) is not divisible by tp = {}", op,
+                   x.size(a), a, ShapeString(x.shape()), parts);
+  return a;
+}
+
+}  // namespace
+
+comm::DataType CommDataType(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return comm::DataType::kFloat32;
+    case DType::kBF16: return comm::DataType::kBFloat16;
+    case DType::kF16: return comm::DataType::kFloat16;
+    case DType::kI32: return comm::DataType::kInt32;
+    case DType::kI64: return comm::DataType::kInt64;
+  }
+  return comm::DataType::kFloat32;
+}
+
+void ThrowIfFailed(const Status& status, std::string_view op) {
+  if (!status.ok()) throw OpError(fmt::format("{}: {}", op, status.ToString()));
+}
+
+Tensor TensorAllReduce(const Tensor& x, comm::Communicator* group) {
+  Tensor out = x.Clone();
+  if (IsTrivialGroup(group)) return out;
+  ThrowIfFailed(group->AllReduce(out.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()),
+                                 CommDataType(out.dtype()), comm::ReduceOp::kSum),
+                "all_reduce");
+  return out;
+}
+
+Tensor TensorAllGather(const Tensor& x, int axis, comm::Communicator* group) {
+  const int a = CheckAxis(x, axis, "all_gather");
+  if (IsTrivialGroup(group)) return x.Clone();
+  const int p = group->size();
+  Tensor xs = x.Contiguous();
+  Shape stacked = xs.shape();
+  stacked.insert(stacked.begin(), p);
+  Tensor buf = Tensor::Empty(stacked, xs.dtype());
+  ThrowIfFailed(group->AllGather(xs.raw_data(), buf.raw_data(), static_cast<size_t>(xs.numel()),
+                                 CommDataType(xs.dtype())),
+                "all_gather");
+  Shape out_shape = xs.shape();
+  out_shape[a] *= p;
+  if (a == 0) return buf.View(out_shape);
+  // [p, s0, .., s_a, ..] -> [s0, .., p, s_a, ..]: rank r's block lands at r·s_a.
+  std::vector<int> order;
+  for (int d = 1; d <= a; ++d) order.push_back(d);
+  order.push_back(0);
+  for (int d = a + 1; d <= xs.dim(); ++d) order.push_back(d);
+  return buf.Permute(order).Contiguous().View(out_shape);
+}
+
+Tensor TensorReduceScatter(const Tensor& x, int axis, comm::Communicator* group) {
+  const int p = GroupSize(group);
+  const int a = CheckSplitAxis(x, axis, p, "reduce_scatter");
+  if (p == 1) return x.Clone();
+  Shape out_shape = x.shape();
+  out_shape[a] /= p;
+  Tensor send = x.Contiguous();
+  if (a != 0) {
+    // [.., s_a, ..] -> [.., p, s_a/p, ..] -> [p, .., s_a/p, ..]: block r contiguous.
+    Shape split = x.shape();
+    split[a] /= p;
+    split.insert(split.begin() + a, p);
+    std::vector<int> order{a};
+    for (int d = 0; d < static_cast<int>(split.size()); ++d) {
+      if (d != a) order.push_back(d);
+    }
+    send = send.View(split).Permute(order).Contiguous();
+  }
+  Tensor out = Tensor::Empty(out_shape, x.dtype());
+  ThrowIfFailed(group->ReduceScatter(send.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()),
+                                     CommDataType(x.dtype()), comm::ReduceOp::kSum),
+                "reduce_scatter");
+  return out;
+}
+
+Tensor TensorShard(const Tensor& x, int axis, int rank, int size) {
+  const int a = CheckSplitAxis(x, axis, size, "shard");
+  const int64_t c = x.size(a) / size;
+  return x.Slice(a, rank * c, (rank + 1) * c).Clone();
+}
+
+Tensor CopyToTensorParallel(const Tensor& x, comm::Communicator* tp) {
+  CheckFloating(x, "CopyToTensorParallel");
+  if (IsTrivialGroup(tp)) return x;
+  Tensor out = graph::Detach(x);  // a distinct tape identity, no copy
+  if (graph::ShouldRecord({x})) {
+    graph::Record("CopyToTensorParallel", {x}, {out},
+                  [tp](const Grads& g, const Needs&) { return Grads{TensorAllReduce(g[0], tp)}; });
+  }
+  return out;
+}
+
+Tensor ReduceFromTensorParallel(const Tensor& x, comm::Communicator* tp) {
+  CheckFloating(x, "ReduceFromTensorParallel");
+  if (IsTrivialGroup(tp)) return x;
+  Tensor out = TensorAllReduce(x, tp);
+  if (graph::ShouldRecord({x})) {
+    graph::Record("ReduceFromTensorParallel", {x}, {out}, [](const Grads& g, const Needs&) { return Grads{g[0]}; });
+  }
+  return out;
+}
+
+Tensor GatherFromTensorParallel(const Tensor& x, int axis, comm::Communicator* tp) {
+  CheckFloating(x, "GatherFromTensorParallel");
+  if (IsTrivialGroup(tp)) return x;
+  const int a = CheckAxis(x, axis, "GatherFromTensorParallel");
+  Tensor out = TensorAllGather(x, a, tp);
+  if (graph::ShouldRecord({x})) {
+    graph::Record("GatherFromTensorParallel", {x}, {out}, [a, tp](const Grads& g, const Needs&) {
+      return Grads{TensorShard(g[0], a, tp->rank(), tp->size())};
+    });
+  }
+  return out;
+}
+
+Tensor ScatterToTensorParallel(const Tensor& x, int axis, comm::Communicator* tp) {
+  CheckFloating(x, "ScatterToTensorParallel");
+  if (IsTrivialGroup(tp)) return x;
+  const int a = CheckSplitAxis(x, axis, tp->size(), "ScatterToTensorParallel");
+  Tensor out = TensorShard(x, a, tp->rank(), tp->size());
+  if (graph::ShouldRecord({x})) {
+    graph::Record("ScatterToTensorParallel", {x}, {out},
+                  [a, tp](const Grads& g, const Needs&) { return Grads{TensorAllGather(g[0], a, tp)}; });
+  }
+  return out;
+}
+
+Tensor AllGatherSequence(const Tensor& x, int axis, comm::Communicator* tp) {
+  CheckFloating(x, "AllGatherSequence");
+  if (IsTrivialGroup(tp)) return x;
+  const int a = CheckAxis(x, axis, "AllGatherSequence");
+  Tensor out = TensorAllGather(x, a, tp);
+  if (graph::ShouldRecord({x})) {
+    graph::Record("AllGatherSequence", {x}, {out},
+                  [a, tp](const Grads& g, const Needs&) { return Grads{TensorReduceScatter(g[0], a, tp)}; });
+  }
+  return out;
+}
+
+Tensor ReduceScatterSequence(const Tensor& x, int axis, comm::Communicator* tp) {
+  CheckFloating(x, "ReduceScatterSequence");
+  if (IsTrivialGroup(tp)) return x;
+  const int a = CheckSplitAxis(x, axis, tp->size(), "ReduceScatterSequence");
+  Tensor out = TensorReduceScatter(x, a, tp);
+  if (graph::ShouldRecord({x})) {
+    graph::Record("ReduceScatterSequence", {x}, {out},
+                  [a, tp](const Grads& g, const Needs&) { return Grads{TensorAllGather(g[0], a, tp)}; });
+  }
+  return out;
+}
+
+void AllReduceGradients(const std::vector<Tensor>& params, comm::Communicator* group) {
+  if (IsTrivialGroup(group)) return;
+  for (const Tensor& p : params) {
+    Tensor handle = p;
+    Tensor g = handle.grad();
+    if (!g.defined()) {
+      g = Tensor::Zeros(p.shape(), p.dtype());
+      handle.set_grad(g);
+    }
+    TESSERA_OP_CHECK(g.is_contiguous(), "AllReduceGradients: gradient of '{}' is not contiguous", p.name());
+    ThrowIfFailed(group->AllReduce(g.raw_data(), g.raw_data(), static_cast<size_t>(g.numel()),
+                                   CommDataType(g.dtype()), comm::ReduceOp::kSum),
+                  "AllReduceGradients");
+  }
+}
+
+}  // namespace tessera::parallel
