@@ -10,32 +10,9 @@
 namespace tessera::graph {
 namespace {
 
-struct TapeEntry {
-  const char* op = nullptr;
-  std::vector<Tensor> inputs;
-  std::vector<bool> input_is_leaf;
-  std::vector<Tensor> outputs;
-  BackwardFn backward;
-};
-
-struct Tape {
-  std::vector<TapeEntry> entries;
-  // Impls produced by recorded ops. The entries hold strong references to
-  // them, so an address in this set cannot be reused while it is there.
-  std::unordered_set<const TensorImpl*> produced;
-
-  void Clear() {
-    entries.clear();
-    produced.clear();
-  }
-};
-
 thread_local bool g_grad_enabled = true;
 
-Tape& ThreadTape() {
-  thread_local Tape tape;
-  return tape;
-}
+thread_local Tape* g_current_tape = nullptr;
 
 // Adds `grad` into leaf.grad() (created on first use), in the leaf's dtype.
 void AccumulateLeaf(const Tensor& leaf, const Tensor& grad) {
@@ -63,6 +40,11 @@ struct ClearOnExit {
   ~ClearOnExit() { tape.Clear(); }
 };
 
+Tape& DefaultTape() {
+  thread_local Tape tape;
+  return tape;
+}
+
 }  // namespace
 
 bool GradEnabled() { return g_grad_enabled; }
@@ -81,58 +63,76 @@ bool ShouldRecord(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-void Record(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outputs, BackwardFn backward) {
-  Tape& tape = ThreadTape();
+Tape::Tape() = default;
+Tape::~Tape() = default;
+Tape::Tape(Tape&&) noexcept = default;
+Tape& Tape::operator=(Tape&&) noexcept = default;
+
+void Tape::Clear() {
+  entries_.clear();
+  produced_.clear();
+}
+
+bool Tape::Produced(const Tensor& t) const { return t.defined() && produced_.count(t.impl()) > 0; }
+
+void Tape::Record(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outputs, BackwardFn backward) {
   TapeEntry entry;
   entry.op = op;
   entry.input_is_leaf.resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
-    entry.input_is_leaf[i] = t.defined() && t.requires_grad() && !tape.produced.count(t.impl());
+    entry.input_is_leaf[i] = t.defined() && t.requires_grad() && !produced_.count(t.impl());
   }
   for (Tensor& out : outputs) {
     TESSERA_CHECK(out.defined(), "{}: recorded an undefined output", op);
     out.set_requires_grad(true);
-    tape.produced.insert(out.impl());
+    produced_.insert(out.impl());
   }
   entry.inputs = std::move(inputs);
   entry.outputs = std::move(outputs);
   entry.backward = std::move(backward);
-  tape.entries.push_back(std::move(entry));
+  entries_.push_back(std::move(entry));
 }
 
-void Backward(const Tensor& loss, const Tensor& grad) {
-  Tape& tape = ThreadTape();
-  ClearOnExit clear_on_exit{tape};
-  TESSERA_CHECK(loss.defined(), "Backward of an undefined tensor");
-  TESSERA_CHECK(loss.requires_grad(),
-                "Backward of a tensor that does not require grad (computed under NoGradGuard, or from inputs "
-                "none of which requires grad)");
-  Tensor seed;
-  if (grad.defined()) {
-    TESSERA_CHECK(grad.shape() == loss.shape(), "Backward: grad shape {} differs from loss shape {}",
-                  ShapeString(grad.shape()), ShapeString(loss.shape()));
-    seed = grad;
-  } else {
-    seed = Tensor::Full(loss.shape(), 1.0, loss.dtype());
+void Tape::Backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {
+  ClearOnExit clear_on_exit{*this};
+  TESSERA_CHECK(grads.size() == roots.size(), "Backward: {} gradients for {} roots", grads.size(), roots.size());
+  std::unordered_map<const TensorImpl*, Tensor> grad_of;
+  for (size_t r = 0; r < roots.size(); ++r) {
+    const Tensor& loss = roots[r];
+    const Tensor& grad = grads[r];
+    TESSERA_CHECK(loss.defined(), "Backward of an undefined tensor");
+    TESSERA_CHECK(loss.requires_grad(),
+                  "Backward of a tensor that does not require grad (computed under NoGradGuard, or from inputs "
+                  "none of which requires grad)");
+    Tensor seed;
+    if (grad.defined()) {
+      TESSERA_CHECK(grad.shape() == loss.shape(), "Backward: grad shape {} differs from loss shape {}",
+                    ShapeString(grad.shape()), ShapeString(loss.shape()));
+      seed = grad;
+    } else {
+      seed = Tensor::Full(loss.shape(), 1.0, loss.dtype());
+    }
+    NoGradGuard no_grad;
+    if (!produced_.count(loss.impl())) {
+      AccumulateLeaf(loss, seed);  // the root is itself a leaf
+      continue;
+    }
+    if (seed.dtype() != loss.dtype()) seed = seed.To(loss.dtype());
+    auto [it, inserted] = grad_of.try_emplace(loss.impl(), seed);
+    if (!inserted) it->second = ops::Add(it->second, seed);
   }
+  if (grad_of.empty()) return;
   NoGradGuard no_grad;
-  if (!tape.produced.count(loss.impl())) {
-    AccumulateLeaf(loss, seed);  // the loss is itself a leaf
-    return;
-  }
-
-  std::unordered_map<const TensorImpl*, Tensor> grads;
-  grads.emplace(loss.impl(), seed);
-  for (size_t idx = tape.entries.size(); idx-- > 0;) {
-    TapeEntry entry = std::move(tape.entries[idx]);  // released at the end of this iteration
+  for (size_t idx = entries_.size(); idx-- > 0;) {
+    TapeEntry entry = std::move(entries_[idx]);  // released at the end of this iteration
     std::vector<Tensor> grad_outputs(entry.outputs.size());
     bool any = false;
     for (size_t o = 0; o < entry.outputs.size(); ++o) {
-      auto it = grads.find(entry.outputs[o].impl());
-      if (it == grads.end()) continue;
+      auto it = grad_of.find(entry.outputs[o].impl());
+      if (it == grad_of.end()) continue;
       grad_outputs[o] = std::move(it->second);
-      grads.erase(it);
+      grad_of.erase(it);
       any = true;
     }
     if (!any) continue;
@@ -161,14 +161,25 @@ void Backward(const Tensor& loss, const Tensor& grad) {
         continue;
       }
       if (g.dtype() != input.dtype()) g = g.To(input.dtype());
-      auto [it, inserted] = grads.try_emplace(input.impl(), g);
+      auto [it, inserted] = grad_of.try_emplace(input.impl(), g);
       if (!inserted) it->second = ops::Add(it->second, g);
     }
   }
 }
 
-void ClearTape() { ThreadTape().Clear(); }
+void Backward(const Tensor& loss, const Tensor& grad) { CurrentTape().Backward(loss, grad); }
 
-size_t TapeSize() { return ThreadTape().entries.size(); }
+void Record(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outputs, BackwardFn backward) {
+  CurrentTape().Record(op, std::move(inputs), std::move(outputs), std::move(backward));
+}
+
+Tape& CurrentTape() { return g_current_tape != nullptr ? *g_current_tape : DefaultTape(); }
+
+TapeScope::TapeScope(Tape& tape) : saved_(g_current_tape) { g_current_tape = &tape; }
+TapeScope::~TapeScope() { g_current_tape = saved_; }
+
+void ClearTape() { CurrentTape().Clear(); }
+
+size_t TapeSize() { return CurrentTape().size(); }
 
 }  // namespace tessera::graph
