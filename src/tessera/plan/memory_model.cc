@@ -88,6 +88,22 @@ double LayerActivationBytes(const ModelSpec& m, const ParallelPlan& p, bool moe_
   return FullLayerBytes(m, p, moe_layer);
 }
 
+RankParams ParamsOnRank(const ModelSpec& m, const ParamCounts& c, const ParallelPlan& p, const RankLayers& r) {
+  const double layer_common = static_cast<double>(c.attention_per_layer + c.norms_per_layer);
+  const double shared = static_cast<double>(c.router + m.moe.shared_experts * c.expert);
+  double dense = r.Layers() * layer_common + r.dense_layers * static_cast<double>(c.dense_ffn_per_layer) +
+                 r.moe_layers * shared;
+  if (r.first) dense += static_cast<double>(c.embedding);
+  if (r.last) {
+    dense += static_cast<double>(c.final_norm + c.output_head);
+    if (m.tied_embeddings && p.pp > 1) dense += static_cast<double>(m.vocab * m.hidden);  // tied copy
+  }
+  RankParams rp;
+  rp.dense = dense / p.tp;
+  rp.expert = r.moe_layers * static_cast<double>(m.moe.experts * c.expert) / p.ep;
+  return rp;
+}
+
 int64_t InFlightChunks(const ParallelPlan& p, int rank) {
   const int64_t m = p.MicroBatches();
   if (p.vpp == 1) return std::min<int64_t>(p.pp - rank, m);
@@ -98,8 +114,6 @@ int64_t InFlightChunks(const ParallelPlan& p, int rank) {
 MemoryBreakdown EstimateMemory(const ModelSpec& m, const ParallelPlan& p) {
   const ParamCounts c = CountParams(m);
   const std::vector<RankLayers> ranks = LayoutStages(m, p.pp, p.vpp);
-  const double dp = p.dp;
-  const double edp = static_cast<double>(p.dp) * p.tp / p.ep;
   const double dense_act = LayerActivationBytes(m, p, false);
   const double moe_act = m.IsMoe() ? LayerActivationBytes(m, p, true) : 0.0;
   double working_layer = 0;  // one layer's full activations while it is recomputed
@@ -116,17 +130,9 @@ MemoryBreakdown EstimateMemory(const ModelSpec& m, const ParallelPlan& p) {
   bool have = false;
   for (int i = 0; i < p.pp; ++i) {
     const RankLayers& r = ranks[i];
-    double dense = r.Layers() * layer_common + r.dense_layers * static_cast<double>(c.dense_ffn_per_layer) +
-                   r.moe_layers * shared;
-    if (r.first) dense += static_cast<double>(c.embedding);
-    if (r.last) {
-      dense += static_cast<double>(c.final_norm + c.output_head);
-      if (m.tied_embeddings && p.pp > 1) dense += static_cast<double>(m.vocab * m.hidden);  // tied copy
-    }
-    const double dense_dev = dense / p.tp;
-    const double expert_dev = r.moe_layers * experts_per_layer / p.ep;
-    const double full = dense_dev + expert_dev;
-    const double sharded = dense_dev / dp + expert_dev / edp;
+    const RankParams rp = ParamsOnRank(m, c, p, r);
+    const double full = rp.dense + rp.expert;
+    const double sharded = rp.Sharded(p);
 
     MemoryBreakdown b;
     b.rank = i;

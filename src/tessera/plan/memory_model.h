@@ -24,6 +24,7 @@
 
 #include "tessera/plan/model_spec.h"
 #include "tessera/plan/parallel_plan.h"
+#include "tessera/plan/stage_layout.h"
 
 namespace tessera::plan {
 
@@ -44,6 +45,18 @@ struct MemoryBreakdown {
 
   double Total() const { return weights + gradients + optimizer + activations + workspace; }
 };
+
+// Parameters one device of pipeline rank `r` holds (elements, before ZeRO-3):
+// dense weights split over tp, routed-expert weights over ep.
+struct RankParams {
+  double dense = 0;
+  double expert = 0;
+  // Elements whose optimizer states ZeRO shards (dense over dp, experts over edp).
+  double Sharded(const ParallelPlan& p) const {
+    return dense / p.dp + expert / (static_cast<double>(p.dp) * p.tp / p.ep);
+  }
+};
+RankParams ParamsOnRank(const ModelSpec& m, const ParamCounts& c, const ParallelPlan& p, const RankLayers& r);
 
 // Activation bytes kept for backward by one layer for one micro-batch on one
 // device (before pipeline in-flight multiplication).

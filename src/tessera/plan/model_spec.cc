@@ -13,27 +13,6 @@ int64_t FfnParams(const ModelSpec& m, int64_t f) {
   return n;
 }
 
-// Matmul weights of one FFN of width f (no biases).
-int64_t FfnMatmul(const ModelSpec& m, int64_t f) {
-  return (m.ffn == FfnKind::kSwiGlu ? 3 : 2) * m.hidden * f;
-}
-
-// Matmul weights of the attention block (no biases, no norms).
-int64_t AttentionMatmul(const ModelSpec& m) {
-  const int64_t h = m.hidden;
-  if (m.attention == AttentionKind::kMla) {
-    const MlaDims& d = m.mla;
-    const int64_t qk = d.qk_nope_head_dim + d.qk_rope_head_dim;
-    const int64_t q = d.q_lora_rank > 0 ? h * d.q_lora_rank + d.q_lora_rank * m.heads * qk : h * m.heads * qk;
-    const int64_t kv = h * (d.kv_lora_rank + d.qk_rope_head_dim) +
-                       d.kv_lora_rank * m.heads * (d.qk_nope_head_dim + d.v_head_dim);
-    return q + kv + m.heads * d.v_head_dim * h;
-  }
-  const int64_t q = m.heads * m.head_dim;
-  const int64_t kv = m.kv_heads * m.head_dim;
-  return h * (q + 2 * kv) + q * h;
-}
-
 int64_t AttentionExtra(const ModelSpec& m) {
   int64_t n = 0;
   if (m.attention == AttentionKind::kMla) {
@@ -49,6 +28,23 @@ int64_t AttentionExtra(const ModelSpec& m) {
 int64_t NormParams(const ModelSpec& m) { return m.layernorm ? 2 * m.hidden : m.hidden; }
 
 }  // namespace
+
+int64_t FfnMatmulParams(const ModelSpec& m, int64_t f) { return (m.ffn == FfnKind::kSwiGlu ? 3 : 2) * m.hidden * f; }
+
+int64_t AttentionMatmulParams(const ModelSpec& m) {
+  const int64_t h = m.hidden;
+  if (m.attention == AttentionKind::kMla) {
+    const MlaDims& d = m.mla;
+    const int64_t qk = d.qk_nope_head_dim + d.qk_rope_head_dim;
+    const int64_t q = d.q_lora_rank > 0 ? h * d.q_lora_rank + d.q_lora_rank * m.heads * qk : h * m.heads * qk;
+    const int64_t kv = h * (d.kv_lora_rank + d.qk_rope_head_dim) +
+                       d.kv_lora_rank * m.heads * (d.qk_nope_head_dim + d.v_head_dim);
+    return q + kv + m.heads * d.v_head_dim * h;
+  }
+  const int64_t q = m.heads * m.head_dim;
+  const int64_t kv = m.kv_heads * m.head_dim;
+  return h * (q + 2 * kv) + q * h;
+}
 
 int64_t ModelSpec::NumMoeLayers() const {
   return std::count(moe_layer.begin(), moe_layer.end(), true);
@@ -108,7 +104,7 @@ Status ValidateModelSpec(const ModelSpec& m) {
 
 ParamCounts CountParams(const ModelSpec& m) {
   ParamCounts c;
-  c.attention_per_layer = AttentionMatmul(m) + AttentionExtra(m);
+  c.attention_per_layer = AttentionMatmulParams(m) + AttentionExtra(m);
   c.norms_per_layer = 2 * NormParams(m);
   c.dense_ffn_per_layer = m.ffn_hidden > 0 ? FfnParams(m, m.ffn_hidden) : 0;
   if (m.IsMoe()) {
@@ -135,10 +131,10 @@ FlopsPerToken ForwardFlopsPerToken(const ModelSpec& m, int64_t seq) {
   FlopsPerToken f;
   const double moe_layers = static_cast<double>(m.NumMoeLayers());
   const double dense_layers = static_cast<double>(m.layers) - moe_layers;
-  const double attn = static_cast<double>(AttentionMatmul(m));
-  double matmul = m.layers * attn + dense_layers * (m.ffn_hidden > 0 ? FfnMatmul(m, m.ffn_hidden) : 0);
+  const double attn = static_cast<double>(AttentionMatmulParams(m));
+  double matmul = m.layers * attn + dense_layers * (m.ffn_hidden > 0 ? FfnMatmulParams(m, m.ffn_hidden) : 0);
   if (m.IsMoe()) {
-    const double expert = static_cast<double>(FfnMatmul(m, m.moe.expert_ffn_hidden));
+    const double expert = static_cast<double>(FfnMatmulParams(m, m.moe.expert_ffn_hidden));
     matmul += moe_layers * (static_cast<double>(m.hidden) * m.moe.experts +
                             (m.moe.top_k + m.moe.shared_experts) * expert);
   }

@@ -76,6 +76,11 @@ Status ValidateModelSpec(const ModelSpec& m);
 StatusOr<ModelSpec> LoadModelSpec(const std::string& path);
 StatusOr<ModelSpec> ParseModelSpec(const std::string& toml_text, const std::string& source);
 
+// Weight-matmul elements of one attention block / of one FFN of width f
+// (no biases, no norms): 2 FLOPs per element per token.
+int64_t AttentionMatmulParams(const ModelSpec& m);
+int64_t FfnMatmulParams(const ModelSpec& m, int64_t f);
+
 // Parameter counts (elements).
 struct ParamCounts {
   int64_t attention_per_layer = 0;   // weights + biases of the attention block
