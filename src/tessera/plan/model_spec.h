@@ -50,6 +50,7 @@ struct ModelSpec {
   int64_t ffn_hidden = 0;  // FFN width of dense layers
   int64_t vocab = 0;
   int64_t seq_len = 0;
+  int64_t global_batch = 0;  // sequences per step of the reference recipe (0: not given)
   FfnKind ffn = FfnKind::kGelu;
   AttentionKind attention = AttentionKind::kStandard;
   MlaDims mla;

@@ -56,6 +56,8 @@ StatusOr<ModelSpec> ReadModel(const toml::table& root, const std::string& source
   TESSERA_ASSIGN_OR_RETURN(m.ffn_hidden, t.Integer("ffn_hidden", 0));
   TESSERA_ASSIGN_OR_RETURN(m.vocab, t.Integer("vocab"));
   TESSERA_ASSIGN_OR_RETURN(m.seq_len, t.Integer("seq_len"));
+  TESSERA_ASSIGN_OR_RETURN(m.global_batch, t.Integer("global_batch", 0));
+  if (m.global_batch < 0) return t.Error("global_batch", fmt::format("must be >= 0, got {}", m.global_batch));
   TESSERA_ASSIGN_OR_RETURN(bool swiglu, Choice(t, "ffn", "swiglu", "gelu", "gelu"));
   m.ffn = swiglu ? FfnKind::kSwiGlu : FfnKind::kGelu;
   TESSERA_ASSIGN_OR_RETURN(m.layernorm, Choice(t, "norm", "layernorm", "rmsnorm", "layernorm"));
