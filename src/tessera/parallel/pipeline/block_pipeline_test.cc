@@ -91,16 +91,7 @@ TEST(BlockPipelineTest, GptBlocksMatchTheSingleThreadRun) {
       for (const auto& [pname, param] : gpt.NamedParameters()) {
         if (!param.grad().defined()) continue;
         ++checked;
-        const std::vector<float> got = param.grad().ToFloatVector();
-        const std::vector<float>& ref = want.at(pname);
-        float scale = 0;
-        for (float w : ref) scale = std::max(scale, std::fabs(w));
-        int bad = 0;
-        for (size_t i = 0; i < got.size(); ++i) {
-          if (!CloseRel(got[i], ref[i], scale) && bad++ < 3) {
-            ADD_FAILURE() << name << " " << pname << "[" << i << "]: " << got[i] << " vs " << ref[i];
-          }
-        }
+        ExpectGradientClose(name + " " + pname, param.grad(), want.at(pname));
       }
       EXPECT_EQ(static_cast<size_t>(checked), kBlocks / p * per_block) << name;  // this stage's blocks, all of them
     }

@@ -70,16 +70,7 @@ void CheckMatrix(int p) {
         const bool owned = OwnsLayer(LayerOf(pname), kLayers, rank, p, c.v);
         ASSERT_EQ(param.grad().defined(), owned) << name << " " << pname;
         if (!owned) continue;
-        const std::vector<float> got = param.grad().ToFloatVector();
-        const std::vector<float>& want = ref.grads.at(pname);
-        float scale = 0;
-        for (float w : want) scale = std::max(scale, std::fabs(w));
-        int bad = 0;
-        for (size_t i = 0; i < got.size(); ++i) {
-          if (!CloseRel(got[i], want[i], scale) && bad++ < 3) {
-            ADD_FAILURE() << name << " " << pname << "[" << i << "]: " << got[i] << " vs " << want[i];
-          }
-        }
+        ExpectGradientClose(name + " " + pname, param.grad(), ref.grads.at(pname));
       }
     }
   });

@@ -110,4 +110,20 @@ inline bool CloseRel(double got, double want, double scale) {
   return std::fabs(got - want) <= 1e-6 * std::max(std::fabs(want), 1e-3 * scale);
 }
 
+// Every element of `grad` within 1e-6 relative of `want` (elements far
+// below the tensor's largest magnitude are compared against 1e-3 of it).
+inline void ExpectGradientClose(const std::string& what, const Tensor& grad, const std::vector<float>& want) {
+  ASSERT_TRUE(grad.defined()) << what;
+  const std::vector<float> got = grad.ToFloatVector();
+  ASSERT_EQ(got.size(), want.size()) << what;
+  float scale = 0;
+  for (float w : want) scale = std::max(scale, std::fabs(w));
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!CloseRel(got[i], want[i], scale) && bad++ < 3) {
+      ADD_FAILURE() << what << "[" << i << "]: " << got[i] << " vs " << want[i];
+    }
+  }
+}
+
 }  // namespace tessera::parallel::testing
