@@ -47,7 +47,9 @@ Tensor ExchangeRows(const Tensor& x, const std::vector<int64_t>& send_rows, cons
   TESSERA_OP_CHECK(sent == x.size(0), "ExchangeRows: send counts sum to {} but x has {} rows", sent, x.size(0));
   if (IsTrivialGroup(ep)) return x;
   Tensor out = AllToAllRows(x, send_rows, recv_rows, ep);
-  if (graph::ShouldRecord({x})) {
+  // Recorded whenever grad mode is on, even if x needs no gradient: a rank
+  // whose input is a constant still has to join the backward exchange.
+  if (graph::GradEnabled()) {
     graph::Record("ExchangeRows", {x}, {out},
                   [send_rows, recv_rows, ep](const std::vector<Tensor>& g, const std::vector<bool>&) {
                     return std::vector<Tensor>{AllToAllRows(g[0], recv_rows, send_rows, ep)};

@@ -5,9 +5,10 @@
 //     sends rows [Σ_{q<p} send_rows[q], +send_rows[p]) of x to rank p and
 //     returns the rows received, ordered by source rank (R = Σ recv_rows).
 //     Backward sends the gradient rows back the same way with the counts
-//     swapped (the adjoint of a permutation). Recorded on the tape whenever x
-//     requires grad, also with zero rows, so every rank of `ep` runs the
-//     backward exchange: every rank must backpropagate through the result.
+//     swapped (the adjoint of a permutation). Recorded on the tape whenever
+//     grad mode is on (even with zero rows, or an x that needs no gradient),
+//     so every rank of `ep` runs the backward exchange: every rank must
+//     backpropagate through the result.
 //   ExchangeCounts(counts [ep · k], ep) -> [ep · k]: block q of the result
 //     holds block (this rank) of rank q's counts (a plain all-to-all).
 // `ep` null or of size 1: ExchangeRows returns x, ExchangeCounts the input.

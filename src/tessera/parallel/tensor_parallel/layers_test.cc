@@ -16,6 +16,7 @@ namespace tessera::parallel {
 namespace {
 
 using testing::ExpectClose;
+using testing::ExpectOpError;
 using testing::LeafCopy;
 using testing::Project;
 using testing::RandomLeaf;
@@ -181,15 +182,6 @@ TEST(TpLayersErrors, CrossEntropyIgnoresEverythingGivesZero) {
     graph::Backward(loss);
     ExpectClose(shard.grad(), Tensor::Zeros({4, 8}), 0.0, "grad");
   });
-}
-
-void ExpectOpError(const std::function<void()>& f, const std::string& text) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected: " << text;
-  } catch (const OpError& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
 }
 
 TEST(TpLayersErrors, IndivisibleSizesNameTheLayer) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/base/error.h"
 #include "tessera/comm/api/comm_test_util.h"
 #include "tessera/graph/functional.h"
 #include "tessera/graph/tape.h"
@@ -69,6 +70,16 @@ inline void ExpectClose(const Tensor& got, const Tensor& want, double rel, const
   EXPECT_LE(err, rel * scale) << what << ": max error " << err << " at " << worst << " (got "
                               << (g.empty() ? 0.0f : g[worst]) << ", want " << (w.empty() ? 0.0f : w[worst])
                               << "), scale " << scale;
+}
+
+// f() throws OpError whose message contains `text`.
+inline void ExpectOpError(const std::function<void()>& f, const std::string& text) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected: " << text;
+  } catch (const OpError& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
 }
 
 // Block r of `size` of x along axis (a reference shard).
