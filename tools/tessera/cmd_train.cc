@@ -1,7 +1,15 @@
-// `tessera train CONFIG.toml [--set key=value ...]`: single-process training.
+// `tessera train CONFIG.toml [--set key=value ...] [--trace]`: training on one
+// process, or on every rank of a job started by `tessera launch` (torchrun,
+// mpirun, srun) with the parallel runtime when the config's parallel.* mesh
+// has more than one rank.
+#include <cstdlib>
+
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "tessera/comm/api/communicator.h"
+#include "tessera/comm/job_env.h"
+#include "tessera/train/parallel_trainer.h"
 #include "tessera/train/trainer.h"
 
 namespace tessera::cli {
@@ -12,7 +20,34 @@ struct TrainArgs {
   std::vector<std::string> overrides;
   bool plain = false;
   bool help_config = false;
+  bool trace = false;
+  int64_t trace_step = 2;
 };
+
+Status RunParallel(const train::TrainConfig& config, const TrainArgs& args) {
+  auto world = comm::Communicator::FromEnvironment();
+  if (!world.ok()) return world.status().WithContext("joining the training job");
+  train::ParallelTrainerOptions options;
+  options.base.force_plain = args.plain;
+  options.trace_step = args.trace ? args.trace_step : 0;
+  Status st;
+  {
+    auto trainer = train::ParallelTrainer::Create(config, **world, options);
+    if (trainer.ok()) {
+      train::TrainSummary summary;
+      st = (*trainer)->Run(&summary);
+    } else {
+      st = trainer.status();
+    }
+  }
+  if (!st.ok()) {
+    // Tell the other ranks at once rather than let them time out.
+    (*world)->Abort(st.ToString());
+    return st.WithContext(fmt::format("rank {} of {}", (*world)->rank(), (*world)->size()));
+  }
+  // Rank 0 hosts the store: leave together.
+  return (*world)->Barrier();
+}
 
 Status RunTrain(const TrainArgs& args) {
   if (args.help_config) {
@@ -22,6 +57,8 @@ Status RunTrain(const TrainArgs& args) {
   }
   if (args.config.empty()) return InvalidArgument("tessera train: a CONFIG.toml file is required");
   TESSERA_ASSIGN_OR_RETURN(train::TrainConfig config, train::TrainConfig::Load(args.config, args.overrides));
+  TESSERA_ASSIGN_OR_RETURN(comm::JobEnv job, comm::ReadJobEnv());
+  if (config.parallel.is_parallel() || job.world_size > 1) return RunParallel(config, args);
   train::TrainerOptions options;
   options.force_plain = args.plain;
   TESSERA_ASSIGN_OR_RETURN(auto trainer, train::Trainer::Create(config, options));
@@ -39,6 +76,9 @@ void RegisterTrainCommand(CLI::App& app) {
       ->allow_extra_args(false);
   cmd->add_flag("--plain", args->plain, "plain log lines instead of a progress bar");
   cmd->add_flag("--help-config", args->help_config, "list every config key and exit");
+  cmd->add_flag("--trace", args->trace,
+                "write runs/<name>/trace.json: a Chrome trace-event timeline of one step across all ranks");
+  cmd->add_option("--trace-step", args->trace_step, "the step --trace records (default 2)");
   cmd->callback([args] { ExitWith(RunTrain(*args)); });
 }
 TESSERA_CLI_COMMAND(20, RegisterTrainCommand);

@@ -305,6 +305,15 @@ Status ZeroOptimizer::Step(double lr) {
   return Status::Ok();
 }
 
+Status ZeroOptimizer::DiscardGradients() {
+  Status first = FinishReductions();
+  for (auto& b : buckets_) {
+    b->reducing = false;
+    b->reduced = false;
+  }
+  return first;
+}
+
 ZeroMemory ZeroOptimizer::Memory() const {
   ZeroMemory m;
   for (const auto& bp : buckets_) {

@@ -107,6 +107,8 @@ class ZeroOptimizer {
   double SquaredGradNorm() const;
   void ScaleGradients(double factor);
   Status Step(double lr);
+  // Drops the reduced gradients without updating (a skipped step).
+  Status DiscardGradients();
 
   ZeroMemory Memory() const;
   // Seconds spent waiting for reductions and all-gathers (not overlapped).

@@ -24,7 +24,7 @@ double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 }  // namespace
 
 nlohmann::json TrainSummary::ToJson() const {
-  return {{"steps", steps},
+  nlohmann::json j = {{"steps", steps},
           {"skipped_steps", skipped_steps},
           {"final_loss", final_loss},
           {"final_loss_avg10", final_loss_avg10},
@@ -41,6 +41,8 @@ nlohmann::json TrainSummary::ToJson() const {
           {"parameters", parameters},
           {"active_parameters", active_parameters},
           {"wall_s", wall_s}};
+  if (!parallel.is_null()) j["parallel"] = parallel;
+  return j;
 }
 
 StatusOr<std::unique_ptr<data::Dataset>> MakeDataset(const TrainConfig& config) {

@@ -43,6 +43,7 @@ struct TrainSummary {
   int64_t active_parameters = 0;
   double wall_s = 0;
   std::string run_dir;
+  nlohmann::json parallel;  // multi-rank runs: mesh, per-rank memory, comm fraction, bubble, stage balance
   nlohmann::json ToJson() const;
 };
 

@@ -1,0 +1,119 @@
+// GptStage: the part of a models::Gpt that one rank runs under a
+// ParallelConfig — its pipeline chunks, each a list of segments (the
+// embedding, transformer blocks, the head + loss), with tensor- and
+// expert-parallel layers in place of the dense ones when tp / ep > 1.
+//
+// Every rank builds the full model from the same seed and keeps only what
+// its chunks need (the storage of other parameters is released), so a
+// parallel run starts from exactly the single-process parameters. Virtual
+// stage u = c·pp + pp_rank (chunk c of this rank) holds layers
+// [first_layer[u], first_layer[u+1]); the first virtual stage also embeds,
+// the last one also computes the head and loss.
+//
+// RunSegment runs one segment's forward for a micro-batch (on the caller's
+// current tape): the embedding reads `mb.ids`; blocks take the previous
+// activation; the head returns the loss to backpropagate, already scaled by
+// mb.loss_scale (1 / micro-batches, times the fp16 loss scale). A MoE
+// block's load-balancing loss is attached to its output activation
+// (AttachAuxLoss), so the aux gradient flows wherever that block runs.
+// Dropout masks depend on (model seed, global micro-batch index, layer) as
+// in single-process training.
+//
+// Parameters are grouped per segment into ZeRO buckets (dense ones over the
+// data-parallel group; with ep > 1 the local experts over the
+// expert-data-parallel group). With tied embeddings split across stages the
+// last stage holds a copy of the embedding whose gradient
+// SyncTiedEmbedding() sums with the first stage's (over the pp group).
+// Thread-safety: one thread drives a stage.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/base/status.h"
+#include "tessera/models/gpt.h"
+#include "tessera/parallel/mesh.h"
+#include "tessera/parallel/parallel_config.h"
+#include "tessera/parallel/zero.h"
+
+namespace tessera::parallel {
+
+// y = x in the forward pass; the backward pass passes y's gradient to x and
+// gives `aux` (a scalar) the gradient `aux_grad` (Megatron's MoE aux-loss
+// auto-scaler).
+Tensor AttachAuxLoss(const Tensor& x, const Tensor& aux, float aux_grad);
+
+struct MicroBatchInput {
+  Tensor ids;                 // [B, T] (first virtual stage)
+  Tensor targets;             // [B, T] (last virtual stage)
+  int64_t global_index = 0;   // micro-batch index in the whole run (dropout stream)
+  float loss_scale = 1.0f;    // multiplies the loss before backward
+};
+
+struct MicroBatchStats {
+  double ce_loss = 0;  // sum of the micro-batches' cross-entropy (last stage)
+  double aux_loss = 0; // sum of the MoE layers' aux losses run here
+  int64_t aux_terms = 0;
+};
+
+// first_layer for `chunks` virtual stages of (nearly) equal layer counts.
+std::vector<int> EvenLayerSplit(int n_layers, int chunks);
+
+class GptStage {
+ public:
+  struct Segment {
+    std::string name;  // "embed", "blocks.3", "head"
+    int layer = -1;    // block index; -1 embed; n_layers head
+    std::vector<int> buckets;  // ZeRO buckets of this segment's parameters (reduced after its backward)
+    std::vector<int> uses;     // buckets it reads (gathered around it under ZeRO-3): its own, and the
+                               // embedding's for a head tied to an embedding on this rank
+  };
+
+  static StatusOr<std::unique_ptr<GptStage>> Create(const models::GptConfig& model, const ParallelConfig& config,
+                                                    const DeviceMesh& mesh, std::vector<int> first_layer);
+  ~GptStage();
+
+  int num_chunks() const { return static_cast<int>(chunks_.size()); }
+  const std::vector<int>& chunk_segments(int chunk) const { return chunks_.at(chunk); }
+  int virtual_stage(int chunk) const;
+  bool is_first_virtual_stage(int chunk) const { return virtual_stage(chunk) == 0; }
+  bool is_last_virtual_stage(int chunk) const;
+  int num_segments() const { return static_cast<int>(segments_.size()); }
+  const Segment& segment(int s) const { return segments_.at(s); }
+  const std::vector<int>& first_layer() const { return first_layer_; }
+
+  Tensor RunSegment(int s, const Tensor& input, const MicroBatchInput& mb, MicroBatchStats* stats);
+  // Logits of the head (for evaluation; full vocabulary), from the last
+  // block's activation.
+  Tensor HeadLogits(const Tensor& x);
+
+  // The bucket specs for ZeroOptimizer, with AdamW's decoupled decay on
+  // matrices and embeddings only (call once; parameters then live in the
+  // optimizer's flat buffers).
+  std::vector<ZeroBucketSpec> TakeBucketSpecs(double weight_decay);
+  Status SyncTiedEmbedding();
+
+  models::Gpt& model() { return *model_; }
+  const models::GptConfig& config() const { return model_->config(); }
+  int64_t local_parameters() const { return local_parameters_; }
+
+ private:
+  GptStage() = default;
+  void AddSegment(std::string name, int layer, std::vector<graph::NamedTensor> params);
+
+  const DeviceMesh* mesh_ = nullptr;
+  ParallelConfig pc_;
+  std::unique_ptr<models::Gpt> model_;
+  std::vector<int> first_layer_;
+  std::vector<Segment> segments_;
+  std::vector<std::vector<int>> chunks_;  // segment indices per chunk
+  std::vector<ZeroBucketSpec> bucket_specs_;
+  int moe_layers_total_ = 0;
+  bool tied_copy_ = false;     // the last stage's copy of a tied embedding
+  bool tied_master_ = false;   // the first stage's embedding, tied to a copy elsewhere
+  int64_t local_parameters_ = 0;
+};
+
+}  // namespace tessera::parallel

@@ -1,0 +1,128 @@
+#include "tessera/parallel/train_step.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "tessera/graph/functional.h"
+#include "tessera/graph/tape.h"
+
+namespace tessera::parallel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Appends a timeline event for the work `fn` does.
+template <typename Fn>
+auto Timed(std::vector<TimelineEvent>& timeline, Clock::time_point step_start, std::string name, const char* category,
+           double* total, Fn&& fn) {
+  const auto t0 = Clock::now();
+  auto finish = [&] {
+    const double d = Since(t0);
+    timeline.push_back({std::move(name), category, std::chrono::duration<double>(t0 - step_start).count(), d});
+    if (total != nullptr) *total += d;
+  };
+  if constexpr (std::is_void_v<decltype(fn())>) {
+    fn();
+    finish();
+  } else {
+    auto r = fn();
+    finish();
+    return r;
+  }
+}
+
+}  // namespace
+
+TrainStep::TrainStep(GptStage& stage, ZeroOptimizer& zero, const DeviceMesh& mesh, const ParallelConfig& config)
+    : stage_(stage), zero_(zero), mesh_(mesh), config_(config) {}
+
+TrainStep::~TrainStep() = default;
+
+Status TrainStep::Run(const std::vector<MicroBatchInput>& micro_batches, StepResult* result) {
+  *result = StepResult();
+  const auto t0 = Clock::now();
+  const double wait0 = zero_.comm_wait_seconds();
+  Status st = config_.pp == 1 ? RunSingleStage(micro_batches, result) : RunPipeline(micro_batches, result);
+  if (!st.ok()) return st;
+  const auto r0 = Clock::now();
+  st = zero_.FinishReductions();
+  result->timeline.push_back({"wait for gradient reductions", "comm",
+                              std::chrono::duration<double>(r0 - t0).count(), Since(r0)});
+  if (!st.ok()) return st;
+  result->comm_wait_s += zero_.comm_wait_seconds() - wait0;
+  result->step_s = Since(t0);
+  return Status::Ok();
+}
+
+Status TrainStep::RunSingleStage(const std::vector<MicroBatchInput>& micro_batches, StepResult* result) {
+  const auto start = Clock::now();
+  const int n = stage_.num_segments();
+  const bool full_recompute = config_.recompute == "full";
+  auto is_block = [&](int s) {
+    const int layer = stage_.segment(s).layer;
+    return layer >= 0 && layer < stage_.config().n_layers;
+  };
+  auto gather = [&](int s) -> Status {
+    for (int b : stage_.segment(s).uses) TESSERA_RETURN_IF_ERROR(zero_.Gather(b));
+    return Status::Ok();
+  };
+  auto release = [&](int s) {
+    for (int b : stage_.segment(s).uses) zero_.Release(b);
+  };
+  std::vector<graph::Tape> tapes(n);
+  std::vector<Tensor> inputs(n), outputs(n);
+  for (size_t m = 0; m < micro_batches.size(); ++m) {
+    const MicroBatchInput& mb = micro_batches[m];
+    const bool last_mb = m + 1 == micro_batches.size();
+    // Forward, segment by segment.
+    Tensor x;
+    for (int s = 0; s < n; ++s) {
+      TESSERA_RETURN_IF_ERROR(gather(s));
+      if (s > 0) {
+        inputs[s] = graph::Detach(x);
+        inputs[s].set_requires_grad(true);
+      }
+      const bool recompute = full_recompute && is_block(s);
+      Timed(result->timeline, start, fmt::format("F {} mb {}", stage_.segment(s).name, m), "compute",
+            &result->compute_s, [&] {
+              graph::TapeScope scope(tapes[s]);
+              graph::GradModeGuard grad_mode(!recompute);
+              outputs[s] = stage_.RunSegment(s, inputs[s], mb, &result->stats);
+            });
+      x = outputs[s];
+      release(s);
+    }
+    // Backward, segment by segment; a segment's gradients are final after
+    // the last micro-batch: start reducing them.
+    Tensor grad;
+    for (int s = n - 1; s >= 0; --s) {
+      TESSERA_RETURN_IF_ERROR(gather(s));
+      Timed(result->timeline, start, fmt::format("B {} mb {}", stage_.segment(s).name, m), "compute",
+            &result->compute_s, [&] {
+              graph::TapeScope scope(tapes[s]);
+              if (full_recompute && is_block(s)) {
+                MicroBatchStats scratch;  // counted in the first forward
+                outputs[s] = stage_.RunSegment(s, inputs[s], mb, &scratch);
+              }
+              tapes[s].Backward({outputs[s]}, {grad});
+            });
+      outputs[s] = Tensor();
+      grad = s > 0 ? inputs[s].grad() : Tensor();
+      inputs[s] = Tensor();
+      if (last_mb) {
+        for (int b : stage_.segment(s).buckets) TESSERA_RETURN_IF_ERROR(zero_.ReduceGradients(b));
+      }
+      release(s);
+    }
+  }
+  return Status::Ok();
+}
+
+Status TrainStep::RunPipeline(const std::vector<MicroBatchInput>&, StepResult*) {
+  return Unimplemented("pipeline parallelism (parallel.pp = {}) is not wired into training yet", config_.pp);
+}
+
+}  // namespace tessera::parallel

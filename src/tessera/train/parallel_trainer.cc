@@ -1,0 +1,441 @@
+#include "tessera/train/parallel_trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include "tessera/base/error.h"
+#include "tessera/base/knobs.h"
+#include "tessera/base/logging.h"
+#include "tessera/graph/functional.h"
+#include "tessera/graph/tape.h"
+#include "tessera/hal/device.h"
+#include "tessera/hal/peak.h"
+#include "tessera/hal/threading.h"
+#include "tessera/optim/schedule.h"
+#include "tessera/train/progress.h"
+#include "tessera/train/report.h"
+#include "tessera/train/run_record.h"
+
+namespace tessera::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// Fault injection for tests: at this step, one gradient is set to +inf
+// before the optimizer sees it (fp16 loss scaling must skip the step).
+base::Knob<int64_t> kInjectOverflowStep("TESSERA_INJECT_GRAD_OVERFLOW_STEP", 0,
+                                        "testing: poison one gradient with inf at this training step (0 = never)");
+
+Status Sum(comm::Communicator& c, std::vector<double>& v) {
+  return c.AllReduce(v.data(), v.data(), v.size(), comm::DataType::kFloat64, comm::ReduceOp::kSum);
+}
+
+// Every rank's string, on every rank.
+StatusOr<std::vector<std::string>> AllGatherStrings(comm::Communicator& c, const std::string& mine) {
+  int64_t len = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lens(c.size());
+  TESSERA_RETURN_IF_ERROR(c.AllGather(&len, lens.data(), 1, comm::DataType::kInt64));
+  const int64_t max_len = std::max<int64_t>(1, *std::max_element(lens.begin(), lens.end()));
+  std::string padded = mine;
+  padded.resize(max_len);
+  std::string all(max_len * c.size(), '\0');
+  TESSERA_RETURN_IF_ERROR(c.AllGather(padded.data(), all.data(), max_len, comm::DataType::kUint8));
+  std::vector<std::string> out;
+  for (int r = 0; r < c.size(); ++r) out.push_back(all.substr(r * max_len, lens[r]));
+  return out;
+}
+
+nlohmann::json TimelineJson(const std::vector<parallel::TimelineEvent>& events) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& e : events) j.push_back({e.name, e.category, e.start_s, e.duration_s});
+  return j;
+}
+
+}  // namespace
+
+ParallelTrainer::~ParallelTrainer() = default;
+
+StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(const TrainConfig& config,
+                                                                   comm::Communicator& world,
+                                                                   const ParallelTrainerOptions& options) {
+  TESSERA_RETURN_IF_ERROR(config.Validate());
+  std::unique_ptr<ParallelTrainer> t(new ParallelTrainer(config, world, options));
+  t->is_rank0_ = world.rank() == 0;
+  const parallel::ParallelConfig& pc = config.parallel;
+  if (config.train.threads > 0) {
+    hal::SetNumThreads(static_cast<int>(config.train.threads));
+  } else {
+    // Ranks of one host share its cores.
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const char* local = std::getenv("LOCAL_WORLD_SIZE");
+    const int local_ranks = local != nullptr ? std::max(1, std::atoi(local)) : world.size();
+    hal::SetNumThreads(std::max(1, cores / local_ranks));
+  }
+  TESSERA_ASSIGN_OR_RETURN(t->dataset_, MakeDataset(config));
+  auto mesh = parallel::DeviceMesh::Create(world, pc.mesh());
+  if (!mesh.ok()) return mesh.status().WithContext("building the device mesh");
+  t->mesh_ = std::move(mesh).value();
+  std::vector<int> first_layer = parallel::EvenLayerSplit(config.model.n_layers, pc.pp * pc.virtual_stages);
+  auto stage = parallel::GptStage::Create(config.model, pc, *t->mesh_, first_layer);
+  if (!stage.ok()) return stage.status().WithContext("building this rank's part of the model");
+  t->stage_ = std::move(stage).value();
+
+  // Memory budget: offload the optimizer state when the training state
+  // would not fit the device tier; fail if it still does not fit.
+  const int64_t n = t->stage_->local_parameters();
+  const int dp = pc.dp;
+  const int64_t params = 4 * (pc.zero == 3 ? n / dp : n);
+  const int64_t grads = 4 * (pc.zero >= 2 ? n / dp : n);
+  const int64_t state = 8 * (pc.zero >= 1 ? n / dp : n);
+  bool offload = pc.offload_optimizer;
+  if (pc.device_memory_limit > 0 && !offload && params + grads + state > pc.device_memory_limit) {
+    offload = true;
+    TLOG(INFO, "rank {}: training state {} B exceeds train.device_memory_limit {} B: optimizer state goes to the "
+         "host tier", world.rank(), params + grads + state, pc.device_memory_limit);
+  }
+  if (pc.device_memory_limit > 0 && params + grads > pc.device_memory_limit) {
+    return ResourceExhausted(
+        "rank {}: parameters ({} B) and gradients ({} B) alone exceed train.device_memory_limit = {} B; raise it, "
+        "shard more (parallel.zero = 3, larger tp/pp) or offload",
+        world.rank(), params, grads, pc.device_memory_limit);
+  }
+  parallel::ZeroOptions zo;
+  zo.stage = pc.zero;
+  zo.adam.beta1 = config.train.beta1;
+  zo.adam.beta2 = config.train.beta2;
+  zo.adam.eps = config.train.eps;
+  zo.offload_optimizer = offload;
+  auto zero = parallel::ZeroOptimizer::Create(t->stage_->TakeBucketSpecs(config.train.weight_decay), zo);
+  if (!zero.ok()) return zero.status().WithContext("building the optimizer");
+  t->zero_ = std::move(zero).value();
+  t->step_ = std::make_unique<parallel::TrainStep>(*t->stage_, *t->zero_, *t->mesh_, pc);
+  t->loss_scale_ = pc.precision == "fp16" ? pc.loss_scale : 1.0;
+  return t;
+}
+
+std::vector<parallel::MicroBatchInput> ParallelTrainer::MicroBatches(int64_t step, float loss_scale) {
+  const TrainOptions& t = config_.train;
+  const int64_t total = config_.accumulation_steps();
+  const int64_t local = total / config_.parallel.dp;
+  const int dp_rank = mesh_->coord().dp;
+  const bool needs_data = true;  // ids on the first stage, targets on the last
+  std::vector<parallel::MicroBatchInput> out;
+  for (int64_t j = 0; j < local; ++j) {
+    const int64_t k = dp_rank * local + j;  // micro-batch within the step
+    parallel::MicroBatchInput mb;
+    mb.global_index = (step - 1) * total + k;
+    mb.loss_scale = loss_scale / static_cast<float>(local);
+    if (needs_data) {
+      data::Batch b = dataset_->TrainBatch((step - 1) * t.global_batch + k * t.micro_batch, t.micro_batch);
+      mb.ids = b.inputs;
+      mb.targets = b.targets;
+    }
+    out.push_back(std::move(mb));
+  }
+  return out;
+}
+
+StatusOr<double> ParallelTrainer::GlobalGradNorm() {
+  std::vector<double> sq = {zero_->SquaredGradNorm()};
+  TESSERA_RETURN_IF_ERROR(Sum(world_, sq));
+  return std::sqrt(sq[0]);
+}
+
+EvalResult ParallelTrainer::Evaluate() {
+  graph::NoGradGuard no_grad;
+  models::Gpt& gpt = stage_->model();
+  gpt.SetTraining(false);
+  EvalResult r;
+  std::vector<double> acc = {0, 0, 0, 0};  // loss sum, tokens, hits, total
+  const int64_t n = std::min(dataset_->NumEvalSamples(), config_.eval.samples);
+  // Data-parallel ranks split the samples.
+  const int dp = config_.parallel.dp, dp_rank = mesh_->coord().dp;
+  const bool counts = mesh_->coord().tp == 0 && mesh_->is_last_stage();
+  for (int64_t first = dp_rank * config_.eval.batch; first < n; first += dp * config_.eval.batch) {
+    const int64_t b = std::min(config_.eval.batch, n - first);
+    data::Batch batch = dataset_->EvalBatch(first, b);
+    parallel::MicroBatchInput mb;
+    mb.ids = batch.inputs;
+    mb.targets = batch.targets;
+    parallel::MicroBatchStats stats;
+    Tensor x;
+    for (int s = 0; s < stage_->num_segments() - 1; ++s) {
+      for (int bucket : stage_->segment(s).uses) (void)zero_->Gather(bucket);
+      x = stage_->RunSegment(s, x, mb, &stats);
+    }
+    const int head = stage_->num_segments() - 1;
+    for (int bucket : stage_->segment(head).uses) (void)zero_->Gather(bucket);
+    Tensor logits = stage_->HeadLogits(x);
+    if (counts) {
+      Tensor ce = graph::CrossEntropy(logits, batch.targets);
+      acc[0] += ce.Item() * static_cast<double>(batch.num_target_tokens);
+      acc[1] += static_cast<double>(batch.num_target_tokens);
+      data::MetricCounts c = dataset_->Score(batch, logits);
+      acc[2] += static_cast<double>(c.hits);
+      acc[3] += static_cast<double>(c.total);
+    }
+    for (int s = 0; s < stage_->num_segments(); ++s) {
+      for (int bucket : stage_->segment(s).uses) zero_->Release(bucket);
+    }
+  }
+  gpt.SetTraining(true);
+  if (Status st = Sum(world_, acc); !st.ok()) {
+    TLOG(ERROR, "evaluation: {}", st.ToString());
+    return r;
+  }
+  r.loss = acc[1] > 0 ? acc[0] / acc[1] : 0;
+  r.metric = acc[3] > 0 ? acc[2] / acc[3] : 0;
+  r.samples = n;
+  return r;
+}
+
+Status ParallelTrainer::Run(TrainSummary* summary) {
+  try {
+    return RunImpl(summary);
+  } catch (const OpError& e) {
+    graph::ClearTape();
+    return StatusFromOpError(e).WithContext(fmt::format("training run '{}' on rank {}", config_.name, world_.rank()));
+  }
+}
+
+Status ParallelTrainer::RunImpl(TrainSummary* summary) {
+  const TrainOptions& t = config_.train;
+  const parallel::ParallelConfig& pc = config_.parallel;
+  std::unique_ptr<RunRecord> record;
+  const std::string run_dir = t.out_dir + "/" + config_.name;
+  if (is_rank0_ && options_.base.write_records) {
+    TESSERA_ASSIGN_OR_RETURN(record, RunRecord::Create(run_dir));
+    TESSERA_RETURN_IF_ERROR(record->WriteJson("config.json", config_.ToJson()));
+  }
+  optim::WarmupCosineSchedule sched{t.lr, t.min_lr, std::min(t.warmup_steps, t.steps), t.steps};
+  TESSERA_RETURN_IF_ERROR(sched.Validate());
+  const hal::PeakInfo& peak = hal::MachinePeak();
+  const double peak_flops = peak.FlopsFor(DTypeName(config_.model.compute_dtype));
+  const double flops_per_token = stage_->model().TrainingFlopsPerToken();
+  const int64_t tokens_per_step = t.global_batch * config_.model.seq_len;
+
+  FILE* out = is_rank0_ ? options_.base.out : nullptr;
+  Progress progress(t.steps, t.log_every, out != nullptr ? out : stdout, options_.base.force_plain);
+  auto message = [&](const std::string& line) {
+    if (is_rank0_) progress.Message(line);
+  };
+  message(fmt::format("tessera train '{}' on {} ranks: mesh {}, ZeRO-{}, {} precision, schedule {}, recompute {}; "
+                      "{} params, {} steps x {} seqs x {} tokens, {} threads per rank",
+                      config_.name, world_.size(), pc.mesh().ToString(), pc.zero, pc.precision, pc.schedule,
+                      pc.recompute, stage_->model().NumParameters(), t.steps, t.global_batch,
+                      config_.model.seq_len, hal::NumThreads()));
+
+  hal::CpuDevice().allocator().ResetPeak();
+  stage_->model().SetTraining(true);
+  const auto start = Clock::now();
+  double timed_s = 0, comm_s = 0, compute_s = 0, step_total_s = 0;
+  int64_t timed_tokens = 0, skipped = 0;
+  EvalResult last_eval;
+  bool have_eval = false;
+  ReportData report;
+  parallel::StepResult traced;
+  // The step whose timeline goes into report.html (and trace.json).
+  const int64_t timeline_step = options_.trace_step > 0 ? std::min(options_.trace_step, t.steps) : std::min<int64_t>(2, t.steps);
+  for (int64_t step = 1; step <= t.steps; ++step) {
+    const auto s0 = Clock::now();
+    parallel::StepResult res;
+    TESSERA_RETURN_IF_ERROR(step_->Run(MicroBatches(step, static_cast<float>(loss_scale_)), &res));
+    // Loss: cross-entropy from the last stage's tp rank 0; aux from every
+    // stage's tp rank 0.
+    const bool tp0 = mesh_->coord().tp == 0;
+    std::vector<double> sums = {tp0 ? res.stats.ce_loss : 0.0, tp0 ? res.stats.aux_loss : 0.0,
+                                tp0 ? static_cast<double>(res.stats.aux_terms) : 0.0};
+    TESSERA_RETURN_IF_ERROR(Sum(world_, sums));
+    const double micro_batches = static_cast<double>(config_.accumulation_steps());
+    const double loss = sums[0] / micro_batches;
+    if (!std::isfinite(loss)) {
+      return Aborted("training loss became {} at step {} (lower train.lr or enable train.grad_clip)", loss, step);
+    }
+    if (kInjectOverflowStep.Get() == step) zero_->ScaleGradients(std::numeric_limits<double>::infinity());
+    TESSERA_ASSIGN_OR_RETURN(double scaled_norm, GlobalGradNorm());
+    const double grad_norm = scaled_norm / loss_scale_;
+    const double lr = sched.LearningRate(step - 1);
+    if (std::isfinite(grad_norm)) {
+      double factor = 1.0 / loss_scale_;
+      if (t.grad_clip > 0 && grad_norm > t.grad_clip) factor *= t.grad_clip / (grad_norm + 1e-6);
+      if (factor != 1.0) zero_->ScaleGradients(factor);
+      TESSERA_RETURN_IF_ERROR(zero_->Step(lr));
+      if (pc.precision == "fp16" && ++good_steps_ >= pc.loss_scale_window) {
+        loss_scale_ *= 2;
+        good_steps_ = 0;
+      }
+    } else {
+      ++skipped;
+      TESSERA_RETURN_IF_ERROR(zero_->DiscardGradients());
+      if (pc.precision == "fp16") {
+        loss_scale_ = std::max(1.0, loss_scale_ / 2);
+        good_steps_ = 0;
+        message(fmt::format("step {}: gradient overflow (norm {}); update skipped, loss scale lowered to {}", step,
+                            grad_norm, loss_scale_));
+      } else {
+        message(fmt::format("step {}: gradient norm is {}; update skipped", step, grad_norm));
+      }
+    }
+    const auto s1 = Clock::now();
+    const double step_s = Seconds(s0, s1);
+    if (step > 1 || t.steps == 1) {
+      timed_s += step_s;
+      timed_tokens += tokens_per_step;
+      comm_s += res.comm_wait_s;
+      compute_s += res.compute_s;
+      step_total_s += res.step_s;
+    }
+    if (step == timeline_step) traced = res;
+    losses_.push_back(loss);
+    const double tps = timed_s > 0 ? static_cast<double>(timed_tokens) / timed_s : tokens_per_step / step_s;
+    const double aux = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
+    report.steps.push_back({step, loss, tps, step_s});
+    if (is_rank0_) progress.Update({step, loss, lr, tps, grad_norm, Seconds(start, s1)});
+    if (record) {
+      nlohmann::json row = {{"step", step},          {"loss", loss},     {"lr", lr},
+                            {"grad_norm", grad_norm}, {"step_s", step_s}, {"tokens_per_s", tps},
+                            {"comm_wait_s", res.comm_wait_s}};
+      if (config_.model.moe.num_experts > 0) row["aux_loss"] = aux;
+      if (pc.precision == "fp16") row["loss_scale"] = loss_scale_;
+      TESSERA_RETURN_IF_ERROR(record->AppendMetrics(row));
+    }
+    const bool eval_now = step == t.steps || (config_.eval.every > 0 && step % config_.eval.every == 0);
+    if (eval_now) {
+      last_eval = Evaluate();
+      have_eval = true;
+      message(fmt::format("eval @ step {}: loss {:.4f}, {} {:.4f} on {} held-out samples", step, last_eval.loss,
+                          dataset_->metric_name(), last_eval.metric, last_eval.samples));
+      report.evals.push_back({step, last_eval.loss, last_eval.metric});
+      if (record) {
+        TESSERA_RETURN_IF_ERROR(record->AppendMetrics({{"step", step},
+                                                       {"eval_loss", last_eval.loss},
+                                                       {"eval_metric", last_eval.metric},
+                                                       {"eval_metric_name", dataset_->metric_name()}}));
+      }
+    }
+  }
+  if (is_rank0_) progress.Finish();
+
+  // Per-rank figures, gathered everywhere (every rank keeps the summary).
+  const parallel::ZeroMemory zm = zero_->Memory();
+  const hal::MemoryStats ms = hal::CpuDevice().allocator().Stats();
+  const int world = world_.size();
+  std::vector<double> mine = {static_cast<double>(ms.peak_bytes),
+                              static_cast<double>(zm.parameters),
+                              static_cast<double>(zm.gradients),
+                              static_cast<double>(zm.optimizer_state),
+                              static_cast<double>(zm.offloaded_optimizer_state),
+                              step_total_s > 0 ? comm_s / step_total_s : 0.0,
+                              compute_s,
+                              static_cast<double>(mesh_->coord().pp)};
+  const size_t k = mine.size();
+  std::vector<double> all(k * world);
+  TESSERA_RETURN_IF_ERROR(
+      world_.AllGather(mine.data(), all.data(), k, comm::DataType::kFloat64).WithContext("gathering run figures"));
+  TrainSummary s;
+  s.steps = t.steps;
+  s.skipped_steps = skipped;
+  s.final_loss = losses_.back();
+  const size_t tail = std::min<size_t>(10, losses_.size());
+  for (size_t i = losses_.size() - tail; i < losses_.size(); ++i) s.final_loss_avg10 += losses_[i] / tail;
+  if (have_eval) s.eval = last_eval;
+  s.metric_name = dataset_->metric_name();
+  s.chance_metric = dataset_->ChanceMetric();
+  s.tokens_per_s = timed_s > 0 ? static_cast<double>(timed_tokens) / timed_s : 0;
+  s.model_flops_per_token = flops_per_token;
+  s.peak_flops = peak_flops;
+  s.mfu = peak_flops > 0 ? s.tokens_per_s * flops_per_token / peak_flops : 0;
+  s.parameters = stage_->model().NumParameters();
+  s.active_parameters = stage_->model().NumActiveParameters();
+  s.wall_s = Seconds(start, Clock::now());
+  s.run_dir = record ? run_dir : "";
+  nlohmann::json ranks = nlohmann::json::array();
+  std::vector<double> stage_compute(pc.pp, 0.0);
+  double comm_fraction_sum = 0;
+  for (int r = 0; r < world; ++r) {
+    const double* v = &all[r * k];
+    s.peak_memory_bytes = std::max<int64_t>(s.peak_memory_bytes, static_cast<int64_t>(v[0]));
+    const double training_state = v[1] + v[2] + v[3];
+    ranks.push_back({{"rank", r},
+                     {"peak_memory_bytes", static_cast<int64_t>(v[0])},
+                     {"parameters_bytes", static_cast<int64_t>(v[1])},
+                     {"gradients_bytes", static_cast<int64_t>(v[2])},
+                     {"optimizer_state_bytes", static_cast<int64_t>(v[3])},
+                     {"offloaded_optimizer_state_bytes", static_cast<int64_t>(v[4])},
+                     {"activations_and_buffers_bytes", std::max<int64_t>(0, static_cast<int64_t>(v[0] - training_state))},
+                     {"comm_fraction", v[5]}});
+    comm_fraction_sum += v[5];
+    stage_compute[static_cast<int>(v[7])] = std::max(stage_compute[static_cast<int>(v[7])], v[6]);
+  }
+  const double max_stage = *std::max_element(stage_compute.begin(), stage_compute.end());
+  const double min_stage = *std::min_element(stage_compute.begin(), stage_compute.end());
+  s.parallel = {{"world_size", world},
+                {"mesh", pc.mesh().ToString()},
+                {"zero", pc.zero},
+                {"precision", pc.precision},
+                {"schedule", pc.schedule},
+                {"recompute", pc.recompute},
+                {"comm_fraction", comm_fraction_sum / world},
+                {"bubble_fraction", 0.0},
+                {"stage_compute_s", stage_compute},
+                {"stage_balance_spread", max_stage > 0 ? (max_stage - min_stage) / max_stage : 0.0},
+                {"ranks", ranks}};
+  TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> timelines,
+                           AllGatherStrings(world_, TimelineJson(traced.timeline).dump()));
+  if (record) {
+    TESSERA_RETURN_IF_ERROR(record->WriteJson("summary.json", s.ToJson()));
+    report.summary = s.ToJson();
+    nlohmann::json trace_events = nlohmann::json::array();
+    for (int r = 0; r < world; ++r) {
+      for (const auto& e : nlohmann::json::parse(timelines[r])) {
+        ReportData::Event ev{r, e[0].get<std::string>(), e[1].get<std::string>(), e[2].get<double>(),
+                             e[3].get<double>()};
+        // Chrome trace-event format: complete events in microseconds; one
+        // process per rank, compute and communication on separate threads.
+        trace_events.push_back({{"name", ev.name},
+                                {"cat", ev.category},
+                                {"ph", "X"},
+                                {"pid", r},
+                                {"tid", ev.category == "comm" ? 1 : 0},
+                                {"ts", ev.start_s * 1e6},
+                                {"dur", ev.duration_s * 1e6}});
+        report.timeline.push_back(std::move(ev));
+      }
+      trace_events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r}, {"args", {{"name", fmt::format("rank {}", r)}}}});
+    }
+    TESSERA_RETURN_IF_ERROR(WriteReportHtml(run_dir + "/report.html", config_.name, report));
+    if (options_.trace_step > 0) {
+      nlohmann::json trace = {{"traceEvents", trace_events},
+                              {"displayTimeUnit", "ms"},
+                              {"otherData", {{"run", config_.name}, {"step", timeline_step}}}};
+      TESSERA_RETURN_IF_ERROR(WriteFileAtomic(run_dir + "/trace.json", trace.dump()));
+      message(fmt::format("trace of step {} across {} ranks: {}/trace.json (open in ui.perfetto.dev)", timeline_step,
+                          world, run_dir));
+    }
+  }
+  message(fmt::format(
+      "done: {} steps in {:.1f}s | final loss {:.4f} | eval loss {:.4f} | {} {:.4f} (chance {:.4f}) | "
+      "{:.0f} tokens/s | MFU {:.1f}% | comm {:.1f}% of step | peak memory {:.1f} MiB (max over ranks){}",
+      s.steps, s.wall_s, s.final_loss, s.eval.loss, s.metric_name, s.eval.metric, s.chance_metric, s.tokens_per_s,
+      100 * s.mfu, 100 * comm_fraction_sum / world, s.peak_memory_bytes / 1048576.0,
+      record ? " | " + run_dir + "/summary.json, report.html" : ""));
+  if (summary != nullptr) *summary = s;
+  return Status::Ok();
+}
+
+StatusOr<std::map<std::string, std::vector<float>>> ParallelTrainer::LocalParameters() {
+  TESSERA_RETURN_IF_ERROR(zero_->GatherAll());
+  std::map<std::string, std::vector<float>> out;
+  for (auto& [name, t] : stage_->model().NamedParameters()) {
+    if (t.impl()->storage == nullptr) continue;  // not on this rank
+    out[name] = t.ToFloatVector();
+  }
+  for (int b = 0; b < zero_->num_buckets(); ++b) zero_->Release(b);
+  return out;
+}
+
+}  // namespace tessera::train

@@ -1,0 +1,77 @@
+// ParallelTrainer: `tessera train` on several ranks — data, tensor,
+// pipeline and expert parallelism with ZeRO — under `tessera launch`
+// (or torchrun / mpirun / srun). Every rank runs one; they meet through the
+// job's store (comm::Communicator::FromEnvironment), build the DeviceMesh of
+// config.parallel, their GptStage and a ZeroOptimizer.
+//
+// Each step: data-parallel rank r takes micro-batches [r·A/dp, (r+1)·A/dp)
+// of the step's A = global_batch / micro_batch micro-batches — exactly the
+// samples and dropout masks the single-process Trainer uses — then
+// TrainStep (forward/backward with overlapped gradient reduction),
+// global-norm clipping over the whole mesh, fp16 dynamic loss scaling,
+// AdamW through ZeroOptimizer at the warm-up + cosine rate. So fp32 losses
+// and parameters match the single-process run up to summation order.
+// Rank 0 shows the progress bar and writes runs/<name>/ (config.json,
+// metrics.jsonl, summary.json with per-rank memory, communication
+// fraction, pipeline bubble and stage balance; report.html; and with
+// `trace` a Chrome trace of one step across all ranks).
+// One thread drives a ParallelTrainer; kernels parallelize inside.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/comm/api/communicator.h"
+#include "tessera/parallel/gpt_stage.h"
+#include "tessera/parallel/mesh.h"
+#include "tessera/parallel/train_step.h"
+#include "tessera/parallel/zero.h"
+#include "tessera/train/trainer.h"
+
+namespace tessera::train {
+
+struct ParallelTrainerOptions {
+  TrainerOptions base;
+  int64_t trace_step = 0;  // > 0: write trace.json of this step
+};
+
+class ParallelTrainer {
+ public:
+  // `world` is the job's world communicator (must outlive the trainer).
+  static StatusOr<std::unique_ptr<ParallelTrainer>> Create(const TrainConfig& config, comm::Communicator& world,
+                                                           const ParallelTrainerOptions& options = {});
+  ~ParallelTrainer();
+  Status Run(TrainSummary* summary);
+  EvalResult Evaluate();
+
+  // This rank's parameters by full name (values as this rank holds them;
+  // under ZeRO-3 gathered first, so collective then) — for parity checks
+  // against the single-process Trainer.
+  StatusOr<std::map<std::string, std::vector<float>>> LocalParameters();
+  // Per-step mean training loss of the run so far (every rank).
+  const std::vector<double>& losses() const { return losses_; }
+
+ private:
+  ParallelTrainer(const TrainConfig& config, comm::Communicator& world, const ParallelTrainerOptions& options)
+      : config_(config), world_(world), options_(options) {}
+  Status RunImpl(TrainSummary* summary);
+  std::vector<parallel::MicroBatchInput> MicroBatches(int64_t step, float loss_scale);
+  StatusOr<double> GlobalGradNorm();
+
+  TrainConfig config_;
+  comm::Communicator& world_;
+  ParallelTrainerOptions options_;
+  bool is_rank0_ = false;
+  std::unique_ptr<data::Dataset> dataset_;
+  std::unique_ptr<parallel::DeviceMesh> mesh_;
+  std::unique_ptr<parallel::GptStage> stage_;
+  std::unique_ptr<parallel::ZeroOptimizer> zero_;
+  std::unique_ptr<parallel::TrainStep> step_;
+  std::vector<double> losses_;
+  double loss_scale_ = 1.0;
+  int64_t good_steps_ = 0;
+};
+
+}  // namespace tessera::train
