@@ -146,6 +146,9 @@ CollectiveCost EstimateCollective(const ClusterSpec& spec, CollectiveKind kind, 
   if (c.time_s > 0) {
     c.algbw = bytes / c.time_s;
     c.busbw = c.algbw * BusBwFactor(kind, group.size);
+    Layout no_latency = L;
+    no_latency.intra.latency = no_latency.inter.latency = 0;
+    c.utilization = Cost(kind, c.algo, bytes, no_latency) / c.time_s;
   }
   return c;
 }

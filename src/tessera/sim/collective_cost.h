@@ -37,6 +37,8 @@ struct CollectiveCost {
   double time_s = 0;
   double algbw = 0;  // bytes/s
   double busbw = 0;  // bytes/s
+  // Bandwidth term / time: the fraction of the ranks' injection bandwidth in use.
+  double utilization = 0;
   CollectiveAlgo algo = CollectiveAlgo::kAuto;
 };
 

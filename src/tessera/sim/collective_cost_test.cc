@@ -30,6 +30,7 @@ TEST(CollectiveCostTest, RingAllReduceOnOneSwitchIsTheClosedForm) {
     EXPECT_NEAR(cost.busbw, cost.algbw * 2.0 * (n - 1) / n, 1e-6 * cost.busbw);
     // Large messages: busbw approaches the link bandwidth.
     EXPECT_NEAR(cost.busbw, b, 0.01 * b);
+    EXPECT_NEAR(cost.utilization, cost.busbw / b, 1e-9);
   }
 }
 
@@ -61,6 +62,8 @@ TEST(CollectiveCostTest, HierarchicalAllReduceAcrossSuperNodes) {
   CollectiveCost ring = EstimateCollective(c, CollectiveKind::kAllReduce, s, g, CollectiveAlgo::kRing);
   EXPECT_NEAR(ring.time_s, 2 * 31 * 5e-6 + 2.0 * 31 / 32 * s / 10e9, 1e-9);
   EXPECT_GT(ring.time_s, 3 * h.time_s);
+  EXPECT_NEAR(h.utilization, (7.0 / 4 * s / 100e9 + 3.0 / 2 * (s / 8) / 10e9) / h.time_s, 1e-9);
+  EXPECT_LT(h.utilization, 1.0);
   EXPECT_EQ(EstimateCollective(c, CollectiveKind::kAllReduce, s, g).algo, CollectiveAlgo::kHierarchical);
   // Strided (one rank per super-node): only the slow level.
   CollectiveCost strided = EstimateCollective(c, CollectiveKind::kAllGather, s, GroupLayout::Strided(4));
