@@ -28,6 +28,8 @@ class Evaluator {
       : m_(m), c_(c), p_(p), e_(e) {
     const sim::Precision prec = p.precision == Precision::kFp8 ? sim::Precision::kFp8 : sim::Precision::kBf16;
     peak_ = c.device.PeakFlops(prec);
+    gemm_peak_ = peak_ * e.gemm_max * (p.precision == Precision::kFp8 && c.device.peak_flops_fp8 > 0 ? e.fp8_gemm_factor : 1.0);
+    bf16_peak_ = c.device.PeakFlops(sim::Precision::kBf16);
     mem_bw_ = c.device.hbm_bw * e.memory;
     s_ = static_cast<double>(p.Seq(m));
     tokens_ = s_ * static_cast<double>(p.micro_batch);
@@ -40,7 +42,12 @@ class Evaluator {
   double Gemm(double M, double N, double K) const {
     if (M <= 0 || N <= 0 || K <= 0) return 0;
     const double q = Q(M) * Q(N) * Q(K);
-    return 2 * M * N * K / (peak_ * e_.gemm_max * q);
+    return 2 * M * N * K / (gemm_peak_ * q);
+  }
+  // Attention-score GEMMs run in bf16 even in fp8 training.
+  double ScoreGemm(double M, double N, double K) const {
+    const double q = Q(M) * Q(N) * Q(K);
+    return 2 * M * N * K / (bf16_peak_ * e_.gemm_max * q);
   }
   double Bytes(double b) const { return b / mem_bw_; }
 
@@ -69,10 +76,10 @@ class Evaluator {
     const double core_flops = 2 * s_ * T * heads_ * (qk + vd);
     double softmax_bytes = 0;
     if (p_.flash_attention) {
-      w.core = 0.5 * core_flops / (peak_ * e_.flash_attention);  // causal: half the tiles
+      w.core = 0.5 * core_flops / (bf16_peak_ * e_.flash_attention);  // causal: half the tiles
     } else {
       const double batch = static_cast<double>(p_.micro_batch) * heads_;
-      w.core = batch * (Gemm(s_, s_, qk) + Gemm(s_, vd, s_));
+      w.core = batch * (ScoreGemm(s_, s_, qk) + ScoreGemm(s_, vd, s_));
       softmax_bytes = heads_ * s_ * T * (4.0 + (m_.dropout ? 5.0 : 0.0));
     }
     w.memory += Bytes(softmax_bytes);
@@ -131,7 +138,7 @@ class Evaluator {
   const sim::ClusterSpec& c_;
   const ParallelPlan& p_;
   const Efficiency& e_;
-  double peak_ = 0, mem_bw_ = 0, s_ = 0, tokens_ = 0, h_ = 0, t_ = 1, r_ = 1, heads_ = 0;
+  double peak_ = 0, gemm_peak_ = 0, bf16_peak_ = 0, mem_bw_ = 0, s_ = 0, tokens_ = 0, h_ = 0, t_ = 1, r_ = 1, heads_ = 0;
 };
 
 // One pipeline rank's forward/backward time for one micro-batch.

@@ -1,7 +1,8 @@
 // Time model: one training step of a model under a parallel plan on a
 // cluster (docs/plan.md derives every term).
 //  - compute: every layer is a list of GEMMs (roofline at the device's peak
-//    tensor FLOP/s for the plan's precision, times an efficiency curve:
+//    tensor FLOP/s for the plan's precision — attention scores always at
+//    the bf16 peak — times an efficiency curve:
 //    gemm_max * q(M) q(N) q(K), q(d) = d / (d + gemm_half_dim)) and
 //    memory-bound element-wise kernels (bytes / (HBM bandwidth * memory));
 //    backward = 2 x forward; recompute adds forward work;
@@ -32,6 +33,7 @@ namespace tessera::plan {
 struct Efficiency {
   double gemm_max = 0.75;
   double gemm_half_dim = 32;      // tile/wave quantization: a 128-wide dimension costs 20 %
+  double fp8_gemm_factor = 0.85;  // fp8 GEMMs reach this much of gemm_max (scaling/casting overheads)
   double flash_attention = 0.60;  // FlashAttention-2 forward+backward, fraction of peak
   double memory = 0.80;           // element-wise kernels, fraction of HBM bandwidth
 };
