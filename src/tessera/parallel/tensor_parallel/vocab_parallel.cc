@@ -1,11 +1,12 @@
 // VocabParallelEmbedding, VocabParallelCrossEntropy and the tied LM head.
 #include <cmath>
-#include <limits>
 #include <memory>
 
 #include "tessera/base/error.h"
 #include "tessera/graph/functional.h"
 #include "tessera/graph/tape.h"
+#include "tessera/ops/loss/cross_entropy.h"
+#include "tessera/ops/softmax/softmax.h"
 #include "tessera/parallel/tensor_parallel/collectives.h"
 #include "tessera/parallel/tensor_parallel/layers.h"
 
@@ -15,11 +16,11 @@ namespace {
 constexpr int64_t kIgnoreIndex = -100;
 constexpr int64_t kParallelElements = 1 << 16;  // below this, one thread
 
-// Per-row statistics of the forward, kept for the backward.
-struct CrossEntropyStats {
-  std::vector<float> row_max;  // global max over the full vocabulary
-  std::vector<float> sum_exp;  // global Σ exp(logit - row_max)
-  int64_t count = 0;           // rows not ignored
+// What the backward needs from the forward.
+struct CrossEntropySaved {
+  std::vector<int64_t> local_targets;  // target - vocab_start inside the shard, else -1
+  std::vector<float> row_scale;        // exp(lse_shard - lse) for counted rows, 0 for ignored ones
+  int64_t count = 0;                   // rows not ignored
 };
 
 void AllReduceFloats(std::vector<float>& v, comm::ReduceOp op, comm::Communicator* tp) {
@@ -118,63 +119,60 @@ Tensor VocabParallelCrossEntropy(const Tensor& logits_shard, const Tensor& targe
                      "VocabParallelCrossEntropy: target {} at {} outside [0, {}) and not {}", tgt[i], i, vocab,
                      kIgnoreIndex);
   }
-  const Tensor lf = logits_shard.To(DType::kF32).Contiguous();
-  const float* logits = lf.data<float>();
-
-  auto stats = std::make_shared<CrossEntropyStats>();
-  stats->row_max.assign(n, -std::numeric_limits<float>::infinity());
-#pragma omp parallel for schedule(static) if (n * vs > kParallelElements)
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = logits + i * vs;
-    float m = row[0];
-    for (int64_t v = 1; v < vs; ++v) m = std::max(m, row[v]);
-    stats->row_max[i] = m;
-  }
-  AllReduceFloats(stats->row_max, comm::ReduceOp::kMax, tp);
-  // [sum_exp (n), target logit (n)] in one reduction.
+  // Per row, the shard's log-sum-exp (the ops kernel; no target counts) and
+  // the target logit where this shard holds it.
+  const Tensor x2d = logits_shard.Contiguous().View({n, vs});
+  auto saved = std::make_shared<CrossEntropySaved>();
+  saved->local_targets.assign(n, -1);
+  std::vector<int64_t> no_targets(n, kIgnoreIndex);
+  const Tensor lse_shard = ops::CrossEntropy(x2d, Tensor::FromInts(no_targets, {n})).lse;
+  const float* lse_local = lse_shard.data<float>();
+  std::vector<float> row_max(lse_local, lse_local + n);
+  AllReduceFloats(row_max, comm::ReduceOp::kMax, tp);
+  // [Σ_ranks exp(lse_shard - max) (n), target logit (n)] in one reduction.
   std::vector<float> sums(2 * n, 0.0f);
-#pragma omp parallel for schedule(static) if (n * vs > kParallelElements)
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = logits + i * vs;
-    const float m = stats->row_max[i];
-    float s = 0.0f;
-    for (int64_t v = 0; v < vs; ++v) s += std::exp(row[v] - m);
-    sums[i] = s;
-    const int64_t t = tgt[i] - vocab_start;
-    if (tgt[i] != kIgnoreIndex && t >= 0 && t < vs) sums[n + i] = row[t];
-  }
+  DispatchFloating(x2d.dtype(), [&]<typename T>() {
+    const T* logits = x2d.data<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      sums[i] = std::exp(lse_local[i] - row_max[i]);
+      const int64_t t = tgt[i] - vocab_start;
+      if (tgt[i] != kIgnoreIndex && t >= 0 && t < vs) {
+        saved->local_targets[i] = t;
+        sums[n + i] = ToF32(logits[i * vs + t]);
+      }
+    }
+  });
   AllReduceFloats(sums, comm::ReduceOp::kSum, tp);
-  stats->sum_exp.assign(sums.begin(), sums.begin() + n);
+  saved->row_scale.assign(n, 0.0f);
   double total = 0.0;
   for (int64_t i = 0; i < n; ++i) {
     if (tgt[i] == kIgnoreIndex) continue;
-    total += std::log(static_cast<double>(sums[i])) + stats->row_max[i] - sums[n + i];
-    ++stats->count;
+    const double lse = row_max[i] + std::log(static_cast<double>(sums[i]));
+    total += lse - sums[n + i];
+    saved->row_scale[i] = static_cast<float>(std::exp(lse_local[i] - lse));
+    ++saved->count;
   }
-  Tensor loss = Tensor::Scalar(stats->count > 0 ? total / static_cast<double>(stats->count) : 0.0, DType::kF32);
+  Tensor loss = Tensor::Scalar(saved->count > 0 ? total / static_cast<double>(saved->count) : 0.0, DType::kF32);
 
   if (graph::ShouldRecord({logits_shard})) {
-    graph::Record(
-        "VocabParallelCrossEntropy", {logits_shard}, {loss},
-        [lf, tgt, stats, vocab_start, n, vs, shape = logits_shard.shape(), dtype = logits_shard.dtype()](
-            const std::vector<Tensor>& g, const std::vector<bool>&) {
-          Tensor grad = Tensor::Zeros({n, vs}, DType::kF32);
-          if (stats->count > 0) {
-            const float scale = static_cast<float>(g[0].Item()) / static_cast<float>(stats->count);
-            const float* logits = lf.data<float>();
-            float* out = grad.data<float>();
-#pragma omp parallel for schedule(static) if (n * vs > kParallelElements)
-            for (int64_t i = 0; i < n; ++i) {
-              if (tgt[i] == kIgnoreIndex) continue;
-              const float m = stats->row_max[i];
-              const float inv = scale / stats->sum_exp[i];
-              for (int64_t v = 0; v < vs; ++v) out[i * vs + v] = std::exp(logits[i * vs + v] - m) * inv;
-              const int64_t t = tgt[i] - vocab_start;
-              if (t >= 0 && t < vs) out[i * vs + t] -= scale;
-            }
-          }
-          return std::vector<Tensor>{grad.View(shape).To(dtype)};
-        });
+    // d loss / d logit = (softmax over the full vocabulary - onehot) / count;
+    // the full softmax is the shard's softmax times exp(lse_shard - lse).
+    graph::Record("VocabParallelCrossEntropy", {logits_shard}, {loss},
+                  [x2d, saved, n, vs, shape = logits_shard.shape()](const std::vector<Tensor>& g,
+                                                                   const std::vector<bool>&) {
+                    Tensor grad = ops::Softmax(x2d.To(DType::kF32), -1);
+                    float* out = grad.data<float>();
+                    const float scale =
+                        saved->count > 0 ? static_cast<float>(g[0].Item()) / static_cast<float>(saved->count) : 0.0f;
+#pragma omp parallel for schedule(static) if (n * vs > kParallelElements && n > 1)
+                    for (int64_t i = 0; i < n; ++i) {
+                      const float c = scale * saved->row_scale[i];
+                      float* row = out + i * vs;
+                      for (int64_t v = 0; v < vs; ++v) row[v] *= c;
+                      if (saved->local_targets[i] >= 0) row[saved->local_targets[i]] -= scale;
+                    }
+                    return std::vector<Tensor>{grad.View(shape).To(x2d.dtype())};
+                  });
   }
   return loss;
 }
