@@ -167,7 +167,7 @@ TEST_P(TpLayers, VocabParallelCrossEntropyAndTiedLmHead) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, TpLayers,
                          ::testing::Combine(::testing::Values(1, 2, 4), ::testing::Bool(),
-                                            ::testing::Values(DType::kF32, DType::kBF16)),
+                                            ::testing::Values(DType::kF32, DType::kBF16, DType::kF16)),
                          [](const auto& info) {
                            return "tp" + std::to_string(std::get<0>(info.param)) +
                                   (std::get<1>(info.param) ? "_sp_" : "_") +

@@ -50,14 +50,17 @@ inline Tensor Project(const Tensor& out, const Tensor& weight) {
 // Relative tolerance per activation dtype (against fp32 references).
 inline double Tolerance(DType dtype) { return dtype == DType::kF32 ? 1e-5 : dtype == DType::kBF16 ? 3e-2 : 5e-3; }
 
-// max |got - want| <= rel · max(max |want|, 1e-2), elementwise over equal shapes (the floor
-// absorbs rounding noise in gradients that are zero in exact arithmetic).
-inline void ExpectClose(const Tensor& got, const Tensor& want, double rel, const std::string& what) {
+// max |got - want| <= rel · max(max |want|, floor), elementwise over equal
+// shapes (the floor absorbs rounding noise in gradients that are zero in
+// exact arithmetic; pass the magnitude of related tensors to compare them on
+// a common scale).
+inline void ExpectClose(const Tensor& got, const Tensor& want, double rel, const std::string& what,
+                        double floor = 1e-2) {
   ASSERT_TRUE(got.defined()) << what << ": undefined";
   ASSERT_TRUE(want.defined()) << what << ": reference undefined";
   ASSERT_EQ(ShapeString(got.shape()), ShapeString(want.shape())) << what;
   const std::vector<float> g = got.ToFloatVector(), w = want.ToFloatVector();
-  double scale = 1e-2, err = 0.0;
+  double scale = floor, err = 0.0;
   size_t worst = 0;
   for (size_t i = 0; i < w.size(); ++i) {
     scale = std::max(scale, static_cast<double>(std::fabs(w[i])));
@@ -80,6 +83,15 @@ inline void ExpectOpError(const std::function<void()>& f, const std::string& tex
   } catch (const OpError& e) {
     EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
   }
+}
+
+// max |x| over the elements of several tensors.
+inline double MaxAbs(const std::vector<Tensor>& xs) {
+  double m = 0.0;
+  for (const Tensor& x : xs) {
+    for (float v : x.ToFloatVector()) m = std::max(m, static_cast<double>(std::fabs(v)));
+  }
+  return m;
 }
 
 // Block r of `size` of x along axis (a reference shard).
