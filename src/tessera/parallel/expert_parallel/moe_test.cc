@@ -4,7 +4,7 @@
 // the experts it holds equal the full layer's gradients summed over every
 // rank's tokens (the router's: each rank its own, summed here over ep).
 // Covers top-2 and top-1, capacity dropping, a skewed router that leaves
-// ranks without tokens, bf16 activations, and the E % ep error.
+// ranks without tokens, bf16 and fp16 activations, and the E % ep error.
 #include "tessera/parallel/expert_parallel/moe.h"
 
 #include <gtest/gtest.h>
@@ -26,7 +26,7 @@ using testing::Project;
 using testing::RandomLeaf;
 using testing::RunRanks;
 
-enum class Case { kTop2, kTop2Capacity, kTop1Capacity, kSkewed, kTop2Bf16 };
+enum class Case { kTop2, kTop2Capacity, kTop1Capacity, kSkewed, kTop2Bf16, kTop2F16 };
 
 models::GptConfig MoeConfig(Case c) {
   models::GptConfig config;
@@ -41,7 +41,7 @@ models::GptConfig MoeConfig(Case c) {
   config.moe.normalize_top_k = c != Case::kTop1Capacity;
   config.moe.d_ff_expert = 24;
   config.moe.capacity_factor = c == Case::kTop2Capacity ? 0.75 : c == Case::kTop1Capacity ? 1.0 : 0.0;
-  config.compute_dtype = c == Case::kTop2Bf16 ? DType::kBF16 : DType::kF32;
+  config.compute_dtype = c == Case::kTop2Bf16 ? DType::kBF16 : c == Case::kTop2F16 ? DType::kF16 : DType::kF32;
   return config;
 }
 
@@ -54,7 +54,7 @@ struct RankReference {
 };
 
 std::string CaseName(const std::tuple<int, Case>& param) {
-  static const char* kNames[] = {"top2", "top2_capacity", "top1_capacity", "skewed", "top2_bf16"};
+  static const char* kNames[] = {"top2", "top2_capacity", "top1_capacity", "skewed", "top2_bf16", "top2_fp16"};
   return "ep" + std::to_string(std::get<0>(param)) + "_" + kNames[static_cast<int>(std::get<1>(param))];
 }
 
@@ -152,7 +152,7 @@ TEST(EpMoeConstantInput, RanksWithoutRowsStillJoinTheBackwardExchanges) {
 INSTANTIATE_TEST_SUITE_P(Ranks, EpMoe,
                          ::testing::Combine(::testing::Values(1, 2, 4),
                                             ::testing::Values(Case::kTop2, Case::kTop2Capacity, Case::kTop1Capacity,
-                                                              Case::kSkewed, Case::kTop2Bf16)),
+                                                              Case::kSkewed, Case::kTop2Bf16, Case::kTop2F16)),
                          [](const auto& info) { return CaseName(info.param); });
 
 TEST(EpMoeErrors, ExpertsNotDivisibleByEp) {
