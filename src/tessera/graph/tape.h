@@ -88,6 +88,7 @@ class GradModeGuard {
 // every differentiable function makes before recording.
 bool ShouldRecord(const std::vector<Tensor>& inputs);
 
+// One recorded op (Tape's storage; not used directly elsewhere).
 struct TapeEntry {
   const char* op = nullptr;
   std::vector<Tensor> inputs;
