@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -20,9 +21,20 @@
 
 namespace tessera::parallel::testing {
 
-// Runs fn(rank, communicator) on `size` thread ranks.
+// Runs fn(rank, communicator) on `size` thread ranks. An exception in a
+// rank is a test failure (not a crash) and aborts the communicator, so the
+// other ranks fail promptly instead of waiting for the timeout; the tape of
+// the failed rank is cleared.
 inline void RunRanks(int size, const std::function<void(int, comm::Communicator&)>& fn) {
-  comm::testing::RunRanks(size, comm::testing::TestOptions("", "tp"), fn);
+  comm::testing::RunRanks(size, comm::testing::TestOptions("", "tp"), [&](int rank, comm::Communicator& c) {
+    try {
+      fn(rank, c);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "rank " << rank << ": " << e.what();
+      graph::ClearTape();
+      c.Abort(e.what());
+    }
+  });
 }
 
 // Uniform values in [-1, 1), rounded to `dtype`; a leaf with requires_grad.
