@@ -1,12 +1,19 @@
 #include "tessera/parallel/gpt_stage.h"
 
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "tessera/base/error.h"
+#include "tessera/graph/checkpoint.h"
 #include "tessera/graph/functional.h"
 #include "tessera/graph/tape.h"
+#include "tessera/parallel/expert_parallel/moe.h"
+#include "tessera/parallel/tensor_parallel/blocks.h"
+#include "tessera/parallel/tensor_parallel/collectives.h"
+#include "tessera/parallel/tensor_parallel/layers.h"
+#include "tessera/tensor/rng.h"
 
 namespace tessera::parallel {
 namespace {
@@ -19,7 +26,19 @@ std::vector<graph::NamedTensor> Prefixed(const std::string& prefix, const graph:
   return out;
 }
 
+template <typename T>
+void Append(std::vector<T>& to, std::vector<T> more) {
+  to.insert(to.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+}
+
 }  // namespace
+
+struct GptStage::Block {
+  const models::Block* full = nullptr;  // norms, dropout, and the dense modules when tp = ep = 1
+  std::unique_ptr<TensorParallelAttention> tp_attn;
+  std::unique_ptr<TensorParallelMlp> tp_mlp;
+  std::unique_ptr<ExpertParallelMoe> ep_moe;
+};
 
 Tensor AttachAuxLoss(const Tensor& x, const Tensor& aux, float aux_grad) {
   Tensor y = x.Contiguous().View(x.shape());  // a new handle on x's data
@@ -46,15 +65,23 @@ bool GptStage::is_last_virtual_stage(int chunk) const {
   return virtual_stage(chunk) == pc_.pp * pc_.virtual_stages - 1;
 }
 
-void GptStage::AddSegment(std::string name, int layer, std::vector<graph::NamedTensor> params) {
+std::pair<Shape, DType> GptStage::ActivationSpec(int64_t batch) const {
+  const models::GptConfig& c = model_->config();
+  const int64_t t = pc_.sequence_parallel ? c.seq_len / pc_.tp : c.seq_len;
+  return {{batch, t, c.d_model}, c.compute_dtype};
+}
+
+void GptStage::AddSegment(std::string name, int layer, std::vector<graph::NamedTensor> params,
+                          std::vector<Tensor> partial_grads) {
   Segment seg;
   seg.name = std::move(name);
   seg.layer = layer;
+  seg.partial_grads = std::move(partial_grads);
   ZeroBucketSpec dense{seg.name, {}, &mesh_->dp()};
-  ZeroBucketSpec experts{seg.name + ".experts", {}, &mesh_->expert_dp()};
+  ZeroBucketSpec experts{seg.name + ".experts", {}, &mesh_->expert_dp(), 1.0 / pc_.ep};
   for (auto& [pname, t] : params) {
-    ZeroParam p{pname, t, 0.0, true};
-    (pc_.ep > 1 && IsExpertParameter(pname) ? experts : dense).params.push_back(std::move(p));
+    named_params_.emplace_back(pname, t);
+    (pc_.ep > 1 && IsExpertParameter(pname) ? experts : dense).params.push_back({pname, t, 0.0, true});
     local_parameters_ += t.numel();
   }
   for (ZeroBucketSpec* spec : {&dense, &experts}) {
@@ -64,6 +91,56 @@ void GptStage::AddSegment(std::string name, int layer, std::vector<graph::NamedT
   }
   seg.uses = seg.buckets;
   segments_.push_back(std::move(seg));
+}
+
+Status GptStage::BuildBlock(int layer) {
+  const models::GptConfig& c = model_->config();
+  const models::Block& full = model_->block(layer);
+  auto b = std::make_unique<Block>();
+  b->full = &full;
+  comm::Communicator* tp = &mesh_->tp();
+  const bool sp = pc_.sequence_parallel;
+  const std::string prefix = fmt::format("blocks.{}.", layer);
+  std::vector<graph::NamedTensor> params;
+  std::vector<Tensor> partial;
+  try {
+    if (pc_.tp == 1 && pc_.ep == 1) {
+      params = Prefixed(prefix, full);
+    } else {
+      Append(params, Prefixed(prefix + "norm1.", full.norm1()));
+      if (pc_.tp > 1) {
+        b->tp_attn = std::make_unique<TensorParallelAttention>(full.attn(), c, tp, sp);
+        Append(params, Prefixed(prefix + "attn.", *b->tp_attn));
+      } else {
+        Append(params, Prefixed(prefix + "attn.", full.attn()));
+      }
+      Append(params, Prefixed(prefix + "norm2.", full.norm2()));
+      if (full.is_moe()) {
+        if (pc_.ep > 1) {
+          b->ep_moe = std::make_unique<ExpertParallelMoe>(*full.moe(), c, &mesh_->ep());
+          Append(params, Prefixed(prefix + "moe.", *b->ep_moe));
+        } else {
+          Append(params, Prefixed(prefix + "moe.", *full.moe()));
+        }
+      } else if (pc_.tp > 1) {
+        b->tp_mlp = std::make_unique<TensorParallelMlp>(*full.mlp(), tp, sp);
+        Append(params, Prefixed(prefix + "ffn.", *b->tp_mlp));
+      } else {
+        Append(params, Prefixed(prefix + "ffn.", *full.mlp()));
+      }
+    }
+  } catch (const OpError& e) {
+    return StatusFromOpError(e).WithContext(fmt::format("sharding block {}", layer));
+  }
+  if (sp) {
+    for (const Tensor& t : full.norm1().Parameters()) partial.push_back(t);
+    for (const Tensor& t : full.norm2().Parameters()) partial.push_back(t);
+    if (b->tp_attn) Append(partial, b->tp_attn->PartialGradParameters());
+    if (b->tp_mlp) Append(partial, b->tp_mlp->PartialGradParameters());
+  }
+  AddSegment(fmt::format("blocks.{}", layer), layer, std::move(params), std::move(partial));
+  blocks_[layer] = std::move(b);
+  return Status::Ok();
 }
 
 StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const models::GptConfig& model_config,
@@ -80,52 +157,64 @@ StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const models::GptConfig& mo
       return InvalidArgument("model chunk {} of the layer split has no layers", c);
     }
   }
-  if (config.tp > 1 || config.ep > 1) {
-    return Unimplemented("tensor and expert parallelism are not wired into the GPT stage yet (parallel.tp = {}, "
-                         "parallel.ep = {})",
-                         config.tp, config.ep);
-  }
   std::unique_ptr<GptStage> st(new GptStage());
   st->mesh_ = &mesh;
   st->pc_ = config;
   st->first_layer_ = std::move(first_layer);
   TESSERA_ASSIGN_OR_RETURN(st->model_, models::Gpt::Create(model_config));
   models::Gpt& gpt = *st->model_;
+  st->blocks_.resize(model_config.n_layers);
   for (int i = 0; i < model_config.n_layers; ++i) st->moe_layers_total_ += gpt.block(i).is_moe() ? 1 : 0;
+  std::map<std::string, int64_t> full_numel;
+  for (auto& [name, t] : gpt.NamedParameters()) full_numel[name] = t.numel();
 
   const bool tied = model_config.tie_embeddings;
   const bool split_tied = tied && config.pp > 1;
+  const bool tp = config.tp > 1;
+  const bool sp = config.sequence_parallel;
+  comm::Communicator* tp_comm = &mesh.tp();
+  try {
+    if (tp && (mesh.is_first_stage() || (tied && mesh.is_last_stage()))) {
+      st->vocab_embedding_ = std::make_unique<VocabParallelEmbedding>(gpt.tok_emb(), tp_comm, sp);
+    }
+    if (tp && mesh.is_last_stage() && !tied) {
+      st->vocab_head_ = std::make_unique<ColumnParallelLinear>(*gpt.lm_head(), tp_comm, false, sp);
+    }
+  } catch (const OpError& e) {
+    return StatusFromOpError(e).WithContext("sharding the embedding / LM head over tensor-parallel ranks");
+  }
   for (int c = 0; c < config.virtual_stages; ++c) {
     const int vs = c * config.pp + mesh.coord().pp;
     std::vector<int> segs;
     if (vs == 0) {
-      std::vector<graph::NamedTensor> p = Prefixed("tok_emb.", gpt.tok_emb());
+      std::vector<graph::NamedTensor> p =
+          tp ? Prefixed("tok_emb.", *st->vocab_embedding_) : Prefixed("tok_emb.", gpt.tok_emb());
+      std::vector<Tensor> partial;
       if (gpt.pos_emb() != nullptr) {
-        auto pos = Prefixed("pos_emb.", *gpt.pos_emb());
-        p.insert(p.end(), pos.begin(), pos.end());
+        Append(p, Prefixed("pos_emb.", *gpt.pos_emb()));
+        if (sp) partial.push_back(gpt.pos_emb()->weight());
       }
       segs.push_back(st->num_segments());
-      st->AddSegment("embed", -1, std::move(p));
+      st->AddSegment("embed", -1, std::move(p), std::move(partial));
       st->tied_master_ = split_tied;
     }
     for (int layer = st->first_layer_[vs]; layer < st->first_layer_[vs + 1]; ++layer) {
       segs.push_back(st->num_segments());
-      st->AddSegment(fmt::format("blocks.{}", layer), layer,
-                     Prefixed(fmt::format("blocks.{}.", layer), gpt.block(layer)));
+      TESSERA_RETURN_IF_ERROR(st->BuildBlock(layer));
     }
     if (vs == total_chunks - 1) {
       std::vector<graph::NamedTensor> p = Prefixed("norm_f.", gpt.norm_f());
+      std::vector<Tensor> partial;
+      if (sp) partial = gpt.norm_f().Parameters();
       if (gpt.lm_head() != nullptr) {
-        auto head = Prefixed("lm_head.", *gpt.lm_head());
-        p.insert(p.end(), head.begin(), head.end());
+        Append(p, tp ? Prefixed("lm_head.", *st->vocab_head_) : Prefixed("lm_head.", *gpt.lm_head()));
       } else if (split_tied) {
         // The first stage owns the embedding; this copy follows it.
-        auto copy = Prefixed("tok_emb.", gpt.tok_emb());
-        p.insert(p.end(), copy.begin(), copy.end());
+        Append(p, tp ? Prefixed("tok_emb.", *st->vocab_embedding_) : Prefixed("tok_emb.", gpt.tok_emb()));
         st->tied_copy_ = true;
       }
       segs.push_back(st->num_segments());
-      st->AddSegment("head", model_config.n_layers, std::move(p));
+      st->AddSegment("head", model_config.n_layers, std::move(p), std::move(partial));
       if (tied && !split_tied) {  // the embedding is segment 0 of this rank
         const std::vector<int>& emb = st->segments_.front().buckets;
         st->segments_.back().uses.insert(st->segments_.back().uses.end(), emb.begin(), emb.end());
@@ -133,13 +222,17 @@ StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const models::GptConfig& mo
     }
     st->chunks_.push_back(std::move(segs));
   }
-  // The tied copy is counted in norms on the first stage only.
+  // Each gradient element counts once in the global norm: replicas over tp
+  // (a parameter as large here as in the full model) on tp rank 0 only,
+  // the tied copy on the first stage only.
   for (ZeroBucketSpec& spec : st->bucket_specs_) {
     for (ZeroParam& p : spec.params) {
+      const bool replicated_over_tp = p.param.numel() == full_numel[p.name];
+      if (replicated_over_tp && mesh.coord().tp != 0) p.count_in_norm = false;
       if (st->tied_copy_ && p.name == "tok_emb.weight") p.count_in_norm = false;
     }
   }
-  // Release the storage of every parameter this rank does not run.
+  // Release the storage of every full-model parameter this rank does not run.
   std::set<TensorImpl*> used;
   for (const ZeroBucketSpec& spec : st->bucket_specs_) {
     for (const ZeroParam& p : spec.params) used.insert(p.param.impl());
@@ -158,16 +251,109 @@ std::vector<ZeroBucketSpec> GptStage::TakeBucketSpecs(double weight_decay) {
   return std::move(bucket_specs_);
 }
 
+std::vector<graph::NamedTensor> GptStage::NamedParameters() const { return named_params_; }
+
+namespace {
+
+// Dropout of this rank's sequence shard [B, T/tp, d] with the mask the full
+// [B, T, d] tensor would get (the mask depends on seed and element offset).
+Tensor ShardDropout(const Tensor& x, float p, bool training, uint64_t seed, int64_t full_t, int rank) {
+  if (!training || p <= 0.0f) return x;
+  const int64_t b = x.size(0), t = x.size(1), d = x.size(2);
+  std::vector<Tensor> rows;
+  for (int64_t i = 0; i < b; ++i) {
+    const uint64_t offset = static_cast<uint64_t>((i * full_t + rank * t) * d);
+    rows.push_back(graph::Dropout(graph::Slice(x, 0, i, i + 1), p, training, seed, offset));
+  }
+  return graph::Concat(rows, 0);
+}
+
+}  // namespace
+
+Tensor GptStage::EmbedForward(const Tensor& ids, uint64_t seed) {
+  if (!vocab_embedding_) return model_->Embed(ids, seed);
+  const models::GptConfig& c = model_->config();
+  TESSERA_OP_CHECK(ids.defined() && ids.dim() == 2 && ids.size(1) == c.seq_len,
+                   "parallel GPT: ids must be [B, {}] (the full sequence under tensor parallelism), got {}",
+                   c.seq_len, ids.defined() ? ShapeString(ids.shape()) : "undefined");
+  Tensor x = vocab_embedding_->Forward(ids);  // [B, T, d] or the sequence shard
+  const int64_t t = x.size(1);
+  const int rank = mesh_->coord().tp;
+  if (const graph::nn::Embedding* pos = model_->pos_emb()) {
+    const int64_t first = pc_.sequence_parallel ? rank * t : 0;
+    x = graph::Add(x, graph::Slice(pos->weight(), 0, first, first + t));
+  }
+  x = graph::Cast(x, c.compute_dtype);
+  return ShardDropout(x, c.dropout, model_->training(), DeriveSeed(seed, 0), c.seq_len,
+                      pc_.sequence_parallel ? rank : 0);
+}
+
+Tensor GptStage::BlockForward(Block& block, int layer, const Tensor& x, uint64_t step_seed, Tensor* aux) {
+  const models::Block& full = *block.full;
+  const models::GptConfig& c = model_->config();
+  const bool training = model_->training();
+  const uint64_t seed = models::Gpt::BlockDropoutSeed(step_seed, layer);
+  const bool sp = pc_.sequence_parallel;
+  const int rank = sp ? mesh_->coord().tp : 0;
+  auto attention = [&](const Tensor& in) {
+    Tensor h = full.norm1().Forward(in);
+    return block.tp_attn ? block.tp_attn->Forward(h) : full.attn().Forward(h);
+  };
+  Tensor a;
+  if (pc_.recompute == "selective" && graph::GradEnabled()) {
+    a = graph::Checkpoint([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{attention(in[0])}; },
+                          {x})[0];
+  } else {
+    a = attention(x);
+  }
+  Tensor h = graph::Add(x, ShardDropout(a, full.dropout(), training, DeriveSeed(seed, 0), c.seq_len, rank));
+  Tensor n2 = full.norm2().Forward(h);
+  Tensor f;
+  if (full.is_moe()) {
+    // MoE routes whole sequences: under sequence parallelism the shard is
+    // gathered first (backward: own slice) and the output sliced again.
+    Tensor in = sp ? GatherFromTensorParallel(n2, 1, &mesh_->tp()) : n2;
+    models::MoeOutput o = block.ep_moe ? block.ep_moe->Forward(in) : full.moe()->Forward(in);
+    f = sp ? ScatterToTensorParallel(o.y, 1, &mesh_->tp()) : o.y;
+    *aux = o.aux_loss;
+  } else {
+    f = block.tp_mlp ? block.tp_mlp->Forward(n2) : full.mlp()->Forward(n2);
+  }
+  return graph::Add(h, ShardDropout(f, full.dropout(), training, DeriveSeed(seed, 1), c.seq_len, rank));
+}
+
+Tensor GptStage::HeadLogitsLocal(const Tensor& x) {
+  if (!vocab_embedding_ && !vocab_head_) return model_->Head(x);
+  Tensor h = model_->norm_f().Forward(x);
+  if (vocab_head_) return vocab_head_->Forward(h);
+  return VocabParallelLmHead(h, vocab_embedding_->weight(), &mesh_->tp(), pc_.sequence_parallel);
+}
+
+Tensor GptStage::HeadLogits(const Tensor& x) {
+  Tensor local = HeadLogitsLocal(x);
+  if (pc_.tp == 1) return local;
+  return GatherFromTensorParallel(local, -1, &mesh_->tp());
+}
+
 Tensor GptStage::RunSegment(int s, const Tensor& input, const MicroBatchInput& mb, MicroBatchStats* stats) {
   const Segment& seg = segments_.at(s);
   models::Gpt& gpt = *model_;
+  const models::GptConfig& c = gpt.config();
   gpt.set_forward_count(static_cast<uint64_t>(mb.global_index));
   const uint64_t seed = gpt.BeginForward();
-  if (seg.layer < 0) return gpt.Embed(mb.ids, seed);
-  const models::GptConfig& c = gpt.config();
+  if (seg.layer < 0) return EmbedForward(mb.ids, seed);
   if (seg.layer < c.n_layers) {
-    Tensor aux;
-    Tensor y = gpt.block(seg.layer).Forward(input, gpt.training(), models::Gpt::BlockDropoutSeed(seed, seg.layer), &aux);
+    Block& block = *blocks_.at(seg.layer);
+    const int layer = seg.layer;
+    auto fn = [this, &block, layer, seed](const std::vector<Tensor>& in) {
+      Tensor aux;
+      Tensor y = BlockForward(block, layer, in[0], seed, &aux);
+      return std::vector<Tensor>{y, aux};
+    };
+    std::vector<Tensor> out =
+        pc_.recompute == "full" && graph::GradEnabled() ? graph::Checkpoint(fn, {input}) : fn({input});
+    const Tensor& y = out[0];
+    const Tensor& aux = out[1];
     if (!aux.defined()) return y;
     stats->aux_loss += aux.Item();
     stats->aux_terms += 1;
@@ -175,27 +361,43 @@ Tensor GptStage::RunSegment(int s, const Tensor& input, const MicroBatchInput& m
     const double grad = c.moe.aux_loss_coef / moe_layers_total_ * mb.loss_scale;
     return AttachAuxLoss(y, aux, static_cast<float>(grad));
   }
-  Tensor logits = gpt.Head(input);
-  Tensor ce = graph::CrossEntropy(logits, mb.targets);
+  Tensor logits = HeadLogitsLocal(input);
+  Tensor ce = pc_.tp == 1 ? graph::CrossEntropy(logits, mb.targets)
+                          : VocabParallelCrossEntropy(logits, mb.targets, vocab_embedding_
+                                                                              ? vocab_embedding_->vocab_start()
+                                                                              : mesh_->coord().tp * logits.size(-1),
+                                                      &mesh_->tp());
   stats->ce_loss += ce.Item();
   return graph::Scale(ce, mb.loss_scale);
 }
 
-Tensor GptStage::HeadLogits(const Tensor& x) { return model_->Head(x); }
+Status GptStage::SyncPartialGradients(int s) {
+  for (const Tensor& p : segments_.at(s).partial_grads) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    TESSERA_CHECK(g.dtype() == DType::kF32 && g.is_contiguous(), "partial gradient of '{}' must be contiguous fp32",
+                  p.name());
+    Status st = mesh_->tp().AllReduce(g.data<float>(), g.data<float>(), g.numel(), comm::DataType::kFloat32,
+                                      comm::ReduceOp::kSum);
+    if (!st.ok()) return st.WithContext(fmt::format("summing the sequence-parallel gradient of '{}'", p.name()));
+  }
+  return Status::Ok();
+}
 
 Status GptStage::SyncTiedEmbedding() {
   if (!model_->config().tie_embeddings || pc_.pp == 1) return Status::Ok();
-  const graph::nn::Embedding& emb = model_->tok_emb();
+  // Every stage joins (middle stages with zeros): one all-reduce over pp.
+  Tensor weight = vocab_embedding_ ? vocab_embedding_->weight() : model_->tok_emb().weight();
   Tensor grad;
   if (tied_master_ || tied_copy_) {
-    grad = emb.weight().grad();
+    grad = weight.grad();
     if (!grad.defined()) {
-      grad = Tensor::Zeros(emb.weight().shape(), DType::kF32);
-      Tensor w = emb.weight();
-      w.set_grad(grad);
+      grad = Tensor::Zeros(weight.shape(), DType::kF32);
+      weight.set_grad(grad);
     }
   } else {
-    grad = Tensor::Zeros(emb.weight().shape(), DType::kF32);
+    const int64_t rows = model_->config().vocab_size / pc_.tp;
+    grad = Tensor::Zeros({rows, model_->config().d_model}, DType::kF32);
   }
   Status s = mesh_->pp().AllReduce(grad.data<float>(), grad.data<float>(), grad.numel(), comm::DataType::kFloat32,
                                    comm::ReduceOp::kSum);

@@ -19,9 +19,18 @@
 // Dropout masks depend on (model seed, global micro-batch index, layer) as
 // in single-process training.
 //
+// Blocks are composed here (pre-norm: x + drop(attn(norm1 x)), then
+// + drop(ffn(norm2 ·))) from the full model's norms and either its own
+// attention / MLP / MoE (tp = ep = 1) or TensorParallelAttention,
+// TensorParallelMlp and ExpertParallelMoe built by slicing them. Recompute:
+// "full" checkpoints each block (graph::Checkpoint), "selective" only its
+// attention half (norm, projections, attention core), keeping the
+// feed-forward activations.
 // Parameters are grouped per segment into ZeRO buckets (dense ones over the
 // data-parallel group; with ep > 1 the local experts over the
-// expert-data-parallel group). With tied embeddings split across stages the
+// expert-data-parallel group, scaled by 1/ep as their gradient sums every
+// ep rank's tokens). Parameters replicated over tp are counted in the
+// gradient norm on tp rank 0 only. With tied embeddings split across stages the
 // last stage holds a copy of the embedding whose gradient
 // SyncTiedEmbedding() sums with the first stage's (over the pp group).
 // Thread-safety: one thread drives a stage.
@@ -30,6 +39,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/base/status.h"
@@ -61,6 +71,12 @@ struct MicroBatchStats {
 // first_layer for `chunks` virtual stages of (nearly) equal layer counts.
 std::vector<int> EvenLayerSplit(int n_layers, int chunks);
 
+class TensorParallelAttention;
+class TensorParallelMlp;
+class ExpertParallelMoe;
+class VocabParallelEmbedding;
+class ColumnParallelLinear;
+
 class GptStage {
  public:
   struct Segment {
@@ -69,6 +85,8 @@ class GptStage {
     std::vector<int> buckets;  // ZeRO buckets of this segment's parameters (reduced after its backward)
     std::vector<int> uses;     // buckets it reads (gathered around it under ZeRO-3): its own, and the
                                // embedding's for a head tied to an embedding on this rank
+    std::vector<Tensor> partial_grads;  // replicated parameters with per-rank partial gradients
+                                        // (sequence parallelism): summed over tp before reduction
   };
 
   static StatusOr<std::unique_ptr<GptStage>> Create(const models::GptConfig& model, const ParallelConfig& config,
@@ -83,25 +101,42 @@ class GptStage {
   int num_segments() const { return static_cast<int>(segments_.size()); }
   const Segment& segment(int s) const { return segments_.at(s); }
   const std::vector<int>& first_layer() const { return first_layer_; }
+  // Shape and dtype of the activation between segments ([B, T, d], or
+  // [B, T/tp, d] with sequence parallelism) for micro-batches of `batch`.
+  std::pair<Shape, DType> ActivationSpec(int64_t batch) const;
 
   Tensor RunSegment(int s, const Tensor& input, const MicroBatchInput& mb, MicroBatchStats* stats);
-  // Logits of the head (for evaluation; full vocabulary), from the last
-  // block's activation.
+  // Full-vocabulary logits of the head from the last block's activation
+  // (evaluation, no grad).
   Tensor HeadLogits(const Tensor& x);
 
   // The bucket specs for ZeroOptimizer, with AdamW's decoupled decay on
   // matrices and embeddings only (call once; parameters then live in the
   // optimizer's flat buffers).
   std::vector<ZeroBucketSpec> TakeBucketSpecs(double weight_decay);
+  // Before a segment's gradients are reduced: sums the partial gradients
+  // of its replicated parameters over tp (sequence parallelism).
+  Status SyncPartialGradients(int s);
+  // Sums the tied embedding's gradient between the first and the last
+  // pipeline stage (pp > 1).
   Status SyncTiedEmbedding();
 
   models::Gpt& model() { return *model_; }
   const models::GptConfig& config() const { return model_->config(); }
   int64_t local_parameters() const { return local_parameters_; }
+  // This rank's parameters by full name (values as held here: shards under tp/ep).
+  std::vector<graph::NamedTensor> NamedParameters() const;
+
+  struct Block;
 
  private:
   GptStage() = default;
-  void AddSegment(std::string name, int layer, std::vector<graph::NamedTensor> params);
+  Status BuildBlock(int layer);
+  void AddSegment(std::string name, int layer, std::vector<graph::NamedTensor> params,
+                  std::vector<Tensor> partial_grads);
+  Tensor BlockForward(Block& block, int layer, const Tensor& x, uint64_t seed, Tensor* aux);
+  Tensor EmbedForward(const Tensor& ids, uint64_t seed);
+  Tensor HeadLogitsLocal(const Tensor& x);  // [B, T, V/tp]
 
   const DeviceMesh* mesh_ = nullptr;
   ParallelConfig pc_;
@@ -110,6 +145,10 @@ class GptStage {
   std::vector<Segment> segments_;
   std::vector<std::vector<int>> chunks_;  // segment indices per chunk
   std::vector<ZeroBucketSpec> bucket_specs_;
+  std::vector<std::unique_ptr<Block>> blocks_;  // by layer (null when not on this rank)
+  std::unique_ptr<VocabParallelEmbedding> vocab_embedding_;  // tp > 1
+  std::unique_ptr<ColumnParallelLinear> vocab_head_;          // tp > 1, untied
+  std::vector<graph::NamedTensor> named_params_;
   int moe_layers_total_ = 0;
   bool tied_copy_ = false;     // the last stage's copy of a tied embedding
   bool tied_master_ = false;   // the first stage's embedding, tied to a copy elsewhere

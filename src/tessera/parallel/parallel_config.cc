@@ -6,10 +6,20 @@ Status ValidateParallelConfig(const ParallelConfig& c, const models::GptConfig& 
                               int64_t micro_batch) {
   TESSERA_RETURN_IF_ERROR(ValidateMeshShape(c.mesh(), c.world_size()));
   if (c.zero < 0 || c.zero > 3) return InvalidArgument("parallel.zero = {} must be 0, 1, 2 or 3", c.zero);
+  if (c.zero == 3 && c.pp > 1) {
+    return InvalidArgument(
+        "parallel.zero = 3 needs parallel.pp = 1 (as in DeepSpeed: parameters gathered per layer do not mix with "
+        "pipeline stages holding their layers; use ZeRO-1/2 with pipelines)");
+  }
   if (c.schedule != "gpipe" && c.schedule != "1f1b" && c.schedule != "interleaved") {
     return InvalidArgument("parallel.schedule = '{}' must be 'gpipe', '1f1b' or 'interleaved'", c.schedule);
   }
   if (c.virtual_stages < 1) return InvalidArgument("parallel.virtual_stages = {} must be >= 1", c.virtual_stages);
+  if (c.schedule == "interleaved" && c.virtual_stages < 2) {
+    return InvalidArgument("parallel.schedule = 'interleaved' needs parallel.virtual_stages >= 2 (got {}; use '1f1b' "
+                           "for one chunk per stage)",
+                           c.virtual_stages);
+  }
   if (c.virtual_stages > 1 && c.schedule != "interleaved") {
     return InvalidArgument("parallel.virtual_stages = {} needs parallel.schedule = 'interleaved' (got '{}')",
                            c.virtual_stages, c.schedule);

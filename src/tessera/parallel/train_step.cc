@@ -6,6 +6,7 @@
 
 #include "tessera/graph/functional.h"
 #include "tessera/graph/tape.h"
+#include "tessera/parallel/pipeline/executor.h"
 
 namespace tessera::parallel {
 namespace {
@@ -60,11 +61,6 @@ Status TrainStep::Run(const std::vector<MicroBatchInput>& micro_batches, StepRes
 Status TrainStep::RunSingleStage(const std::vector<MicroBatchInput>& micro_batches, StepResult* result) {
   const auto start = Clock::now();
   const int n = stage_.num_segments();
-  const bool full_recompute = config_.recompute == "full";
-  auto is_block = [&](int s) {
-    const int layer = stage_.segment(s).layer;
-    return layer >= 0 && layer < stage_.config().n_layers;
-  };
   auto gather = [&](int s) -> Status {
     for (int b : stage_.segment(s).uses) TESSERA_RETURN_IF_ERROR(zero_.Gather(b));
     return Status::Ok();
@@ -85,11 +81,9 @@ Status TrainStep::RunSingleStage(const std::vector<MicroBatchInput>& micro_batch
         inputs[s] = graph::Detach(x);
         inputs[s].set_requires_grad(true);
       }
-      const bool recompute = full_recompute && is_block(s);
       Timed(result->timeline, start, fmt::format("F {} mb {}", stage_.segment(s).name, m), "compute",
             &result->compute_s, [&] {
               graph::TapeScope scope(tapes[s]);
-              graph::GradModeGuard grad_mode(!recompute);
               outputs[s] = stage_.RunSegment(s, inputs[s], mb, &result->stats);
             });
       x = outputs[s];
@@ -103,16 +97,13 @@ Status TrainStep::RunSingleStage(const std::vector<MicroBatchInput>& micro_batch
       Timed(result->timeline, start, fmt::format("B {} mb {}", stage_.segment(s).name, m), "compute",
             &result->compute_s, [&] {
               graph::TapeScope scope(tapes[s]);
-              if (full_recompute && is_block(s)) {
-                MicroBatchStats scratch;  // counted in the first forward
-                outputs[s] = stage_.RunSegment(s, inputs[s], mb, &scratch);
-              }
               tapes[s].Backward({outputs[s]}, {grad});
             });
       outputs[s] = Tensor();
       grad = s > 0 ? inputs[s].grad() : Tensor();
       inputs[s] = Tensor();
       if (last_mb) {
+        TESSERA_RETURN_IF_ERROR(stage_.SyncPartialGradients(s));
         for (int b : stage_.segment(s).buckets) TESSERA_RETURN_IF_ERROR(zero_.ReduceGradients(b));
       }
       release(s);
@@ -121,8 +112,44 @@ Status TrainStep::RunSingleStage(const std::vector<MicroBatchInput>& micro_batch
   return Status::Ok();
 }
 
-Status TrainStep::RunPipeline(const std::vector<MicroBatchInput>&, StepResult*) {
-  return Unimplemented("pipeline parallelism (parallel.pp = {}) is not wired into training yet", config_.pp);
+Status TrainStep::RunPipeline(const std::vector<MicroBatchInput>& micro_batches, StepResult* result) {
+  const int m = static_cast<int>(micro_batches.size());
+  PipelineConfig pc;
+  TESSERA_ASSIGN_OR_RETURN(pc.schedule, ParsePipelineSchedule(config_.schedule));
+  pc.microbatches = m;
+  pc.virtual_stages = config_.virtual_stages;
+  if (!executor_) {
+    auto ex = PipelineExecutor::Create(mesh_.pp(), pc);
+    if (!ex.ok()) return ex.status().WithContext("starting the pipeline executor");
+    executor_ = std::move(ex).value();
+  } else if (executor_->config().microbatches != m) {
+    TESSERA_RETURN_IF_ERROR(executor_->SetConfig(pc));
+  }
+  // ZeRO-3 is refused with pp > 1 by the config check; gather is a no-op.
+  PipelineStage stage;
+  const int64_t batch = micro_batches.front().ids.defined() ? micro_batches.front().ids.size(0) : 0;
+  stage.input_spec = [&](int, int) { return stage_.ActivationSpec(batch); };
+  stage.forward = [&](int chunk, int mb, const Tensor& input) {
+    Tensor x = input;
+    for (int s : stage_.chunk_segments(chunk)) x = stage_.RunSegment(s, x, micro_batches[mb], &result->stats);
+    return x;
+  };
+  Status st = executor_->RunStep(stage);
+  const PipelineStepStats& ps = executor_->last_step();
+  for (const PipelineEvent& e : ps.timeline) result->timeline.push_back({e.name, e.category, e.start_s, e.dur_s});
+  result->compute_s += ps.busy_s;
+  result->comm_wait_s += ps.comm_wait_s;
+  result->bubble_fraction = ps.bubble_fraction;
+  if (!st.ok()) return st;
+  // After the flush every gradient is final: tied embedding, sequence-
+  // parallel partial sums, then the data-parallel reductions (last layers
+  // first).
+  TESSERA_RETURN_IF_ERROR(stage_.SyncTiedEmbedding());
+  for (int s = stage_.num_segments() - 1; s >= 0; --s) {
+    TESSERA_RETURN_IF_ERROR(stage_.SyncPartialGradients(s));
+    for (int b : stage_.segment(s).buckets) TESSERA_RETURN_IF_ERROR(zero_.ReduceGradients(b));
+  }
+  return Status::Ok();
 }
 
 }  // namespace tessera::parallel

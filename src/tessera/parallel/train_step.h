@@ -8,12 +8,13 @@
 // last micro-batch's backward of a segment its buckets start reducing while
 // the earlier segments are still differentiated (DDP-style overlap). ZeRO-3
 // gathers a segment's parameters just before its forward and its backward
-// and releases them right after. Full recompute runs block forwards
-// without recording and re-runs each block with recording just before its
-// backward.
+// and releases them right after.
 // Several stages (pp > 1): the pipeline executor runs the configured
-// schedule (gpipe, 1f1b, interleaved) over the pp group; the buckets are
-// reduced after the pipeline flush.
+// schedule (gpipe, 1f1b, interleaved) over the pp group, each chunk's
+// segments on the executor's per-(micro-batch, chunk) tape; after the
+// flush the tied embedding's gradient is summed between the first and last
+// stage and the buckets are reduced (ZeRO-3 needs pp = 1).
+// Recompute happens inside the segments (graph::Checkpoint).
 // Every phase is recorded as a timeline event (Chrome trace categories
 // "compute", "comm").
 // Thread-safety: one thread drives a TrainStep.
@@ -30,6 +31,8 @@
 
 namespace tessera::parallel {
 
+class PipelineExecutor;
+
 struct TimelineEvent {
   std::string name;      // "F blocks.2 mb 3", "reduce blocks.2"
   std::string category;  // "compute" | "comm"
@@ -42,6 +45,7 @@ struct StepResult {
   double step_s = 0;      // forward + backward + reduction wall time
   double compute_s = 0;   // time inside segment forwards and backwards
   double comm_wait_s = 0; // time blocked on communication (reductions, pipeline transfers)
+  double bubble_fraction = 0;  // pipeline: 1 - busy / step of the executor
   std::vector<TimelineEvent> timeline;
 };
 
@@ -58,6 +62,7 @@ class TrainStep {
   Status RunSingleStage(const std::vector<MicroBatchInput>& micro_batches, StepResult* result);
   Status RunPipeline(const std::vector<MicroBatchInput>& micro_batches, StepResult* result);
 
+  std::unique_ptr<PipelineExecutor> executor_;  // pp > 1
   GptStage& stage_;
   ZeroOptimizer& zero_;
   const DeviceMesh& mesh_;

@@ -226,8 +226,8 @@ Status ZeroOptimizer::Reduce(Bucket& b) {
     std::memcpy(b.grad_shard.data<float>(), b.grad_full.data<float>(), b.shard * sizeof(float));
   }
   if (options_.stage >= 2) b.grad_full = Tensor();  // only the shard is kept
-  if (b.size > 1) {
-    const float inv = 1.0f / static_cast<float>(b.size);
+  if (b.size > 1 || b.spec.grad_scale != 1.0) {
+    const float inv = static_cast<float>(b.spec.grad_scale / b.size);
     const int64_t lo = options_.stage >= 2 ? b.own_begin : 0;
     const int64_t hi = options_.stage >= 2 ? b.own_end : b.numel;
     float* g = b.grad_at(lo);

@@ -70,6 +70,9 @@ struct ZeroBucketSpec {
   std::string name;  // "blocks.3" — messages, trace
   std::vector<ZeroParam> params;
   comm::Communicator* group = nullptr;  // the replicas of these parameters
+  // Multiplies the group-averaged gradient (expert weights under expert
+  // parallelism: 1/ep, as their gradient already sums ep ranks' tokens).
+  double grad_scale = 1.0;
 };
 
 struct ZeroOptions {

@@ -15,6 +15,8 @@
 #include "tessera/hal/peak.h"
 #include "tessera/hal/threading.h"
 #include "tessera/optim/schedule.h"
+#include "tessera/parallel/pipeline/partition.h"
+#include "tessera/parallel/tensor_parallel/collectives.h"
 #include "tessera/train/progress.h"
 #include "tessera/train/report.h"
 #include "tessera/train/run_record.h"
@@ -55,6 +57,35 @@ nlohmann::json TimelineJson(const std::vector<parallel::TimelineEvent>& events) 
   return j;
 }
 
+// Seconds of forward + backward of each block on one micro-batch (best of
+// three), on a model built like the run's.
+StatusOr<std::vector<double>> MeasureLayerCosts(const TrainConfig& config, const data::Dataset& dataset) {
+  TESSERA_ASSIGN_OR_RETURN(auto gpt, models::Gpt::Create(config.model));
+  data::Batch batch = dataset.TrainBatch(0, config.train.micro_batch);
+  Tensor x;
+  {
+    graph::NoGradGuard no_grad;
+    x = gpt->Embed(batch.inputs, 0);
+  }
+  std::vector<double> costs(config.model.n_layers, 1e300);
+  for (int rep = 0; rep < 3; ++rep) {
+    for (int i = 0; i < config.model.n_layers; ++i) {
+      Tensor in = graph::Detach(x);
+      in.set_requires_grad(true);
+      const auto t0 = Clock::now();
+      graph::Tape tape;
+      {
+        graph::TapeScope scope(tape);
+        Tensor aux;
+        Tensor y = gpt->block(i).Forward(in, true, 0, &aux);
+        tape.Backward({y}, {Tensor::Full(y.shape(), 1e-3, y.dtype())});
+      }
+      costs[i] = std::min(costs[i], Seconds(t0, Clock::now()));
+    }
+  }
+  return costs;
+}
+
 }  // namespace
 
 ParallelTrainer::~ParallelTrainer() = default;
@@ -80,6 +111,19 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(const TrainCo
   if (!mesh.ok()) return mesh.status().WithContext("building the device mesh");
   t->mesh_ = std::move(mesh).value();
   std::vector<int> first_layer = parallel::EvenLayerSplit(config.model.n_layers, pc.pp * pc.virtual_stages);
+  if (pc.pp * pc.virtual_stages > 1) {
+    // Balance the stages by measured per-layer cost (rank 0 measures, every
+    // rank uses its figures so all agree).
+    std::vector<double> costs(config.model.n_layers, 0.0);
+    if (world.rank() == 0) {
+      TESSERA_ASSIGN_OR_RETURN(costs, MeasureLayerCosts(config, *t->dataset_));
+    }
+    TESSERA_RETURN_IF_ERROR(world.Broadcast(costs.data(), costs.data(), costs.size(), comm::DataType::kFloat64, 0));
+    std::vector<int> starts = parallel::PartitionLayers(costs, pc.pp * pc.virtual_stages);
+    starts.push_back(config.model.n_layers);
+    first_layer = starts;
+    t->layer_costs_ = costs;
+  }
   auto stage = parallel::GptStage::Create(config.model, pc, *t->mesh_, first_layer);
   if (!stage.ok()) return stage.status().WithContext("building this rank's part of the model");
   t->stage_ = std::move(stage).value();
@@ -146,47 +190,80 @@ StatusOr<double> ParallelTrainer::GlobalGradNorm() {
 }
 
 EvalResult ParallelTrainer::Evaluate() {
+  try {
+    auto r = EvaluateImpl();
+    if (r.ok()) return *r;
+    TLOG(ERROR, "evaluation on rank {}: {}", world_.rank(), r.status().ToString());
+  } catch (const OpError& e) {
+    TLOG(ERROR, "evaluation on rank {}: {}", world_.rank(), e.what());
+  }
+  return EvalResult{};
+}
+
+StatusOr<EvalResult> ParallelTrainer::EvaluateImpl() {
   graph::NoGradGuard no_grad;
   models::Gpt& gpt = stage_->model();
   gpt.SetTraining(false);
-  EvalResult r;
   std::vector<double> acc = {0, 0, 0, 0};  // loss sum, tokens, hits, total
   const int64_t n = std::min(dataset_->NumEvalSamples(), config_.eval.samples);
-  // Data-parallel ranks split the samples.
-  const int dp = config_.parallel.dp, dp_rank = mesh_->coord().dp;
-  const bool counts = mesh_->coord().tp == 0 && mesh_->is_last_stage();
-  for (int64_t first = dp_rank * config_.eval.batch; first < n; first += dp * config_.eval.batch) {
+  const parallel::ParallelConfig& pc = config_.parallel;
+  const int pp_rank = mesh_->coord().pp;
+  const int chunks = pc.pp * pc.virtual_stages;
+  // Data-parallel ranks split the samples; the pipeline passes activations
+  // stage to stage (virtual stage u runs on pp rank u mod pp).
+  auto run_segments = [&](const std::vector<int>& segs, Tensor x, const parallel::MicroBatchInput& mb,
+                          bool stop_before_head) -> StatusOr<Tensor> {
+    parallel::MicroBatchStats scratch;
+    for (int s : segs) {
+      if (stop_before_head && stage_->segment(s).layer == config_.model.n_layers) break;
+      for (int bucket : stage_->segment(s).uses) TESSERA_RETURN_IF_ERROR(zero_->Gather(bucket));
+      x = stage_->RunSegment(s, x, mb, &scratch);
+      for (int bucket : stage_->segment(s).uses) zero_->Release(bucket);
+    }
+    return x;
+  };
+  for (int64_t first = mesh_->coord().dp * config_.eval.batch; first < n; first += pc.dp * config_.eval.batch) {
     const int64_t b = std::min(config_.eval.batch, n - first);
     data::Batch batch = dataset_->EvalBatch(first, b);
     parallel::MicroBatchInput mb;
     mb.ids = batch.inputs;
     mb.targets = batch.targets;
-    parallel::MicroBatchStats stats;
     Tensor x;
-    for (int s = 0; s < stage_->num_segments() - 1; ++s) {
-      for (int bucket : stage_->segment(s).uses) (void)zero_->Gather(bucket);
-      x = stage_->RunSegment(s, x, mb, &stats);
-    }
-    const int head = stage_->num_segments() - 1;
-    for (int bucket : stage_->segment(head).uses) (void)zero_->Gather(bucket);
-    Tensor logits = stage_->HeadLogits(x);
-    if (counts) {
-      Tensor ce = graph::CrossEntropy(logits, batch.targets);
-      acc[0] += ce.Item() * static_cast<double>(batch.num_target_tokens);
-      acc[1] += static_cast<double>(batch.num_target_tokens);
-      data::MetricCounts c = dataset_->Score(batch, logits);
-      acc[2] += static_cast<double>(c.hits);
-      acc[3] += static_cast<double>(c.total);
-    }
-    for (int s = 0; s < stage_->num_segments(); ++s) {
-      for (int bucket : stage_->segment(s).uses) zero_->Release(bucket);
+    for (int u = 0; u < chunks; ++u) {
+      if (u % pc.pp != pp_rank) continue;
+      const int chunk = u / pc.pp;
+      if (u > 0 && pc.pp > 1) {
+        auto [shape, dtype] = stage_->ActivationSpec(b);
+        x = Tensor::Empty(shape, dtype);
+        TESSERA_RETURN_IF_ERROR(mesh_->pp().Recv(x.raw_data(), x.numel(), parallel::CommDataType(dtype),
+                                                 (u - 1) % pc.pp));
+      }
+      const bool last = u == chunks - 1;
+      TESSERA_ASSIGN_OR_RETURN(x, run_segments(stage_->chunk_segments(chunk), x, mb, last));
+      if (!last && pc.pp > 1) {
+        x = x.Contiguous();
+        TESSERA_RETURN_IF_ERROR(mesh_->pp().Send(x.raw_data(), x.numel(), parallel::CommDataType(x.dtype()),
+                                                 (u + 1) % pc.pp));
+      }
+      if (last) {
+        const int head = stage_->chunk_segments(chunk).back();
+        for (int bucket : stage_->segment(head).uses) TESSERA_RETURN_IF_ERROR(zero_->Gather(bucket));
+        Tensor logits = stage_->HeadLogits(x);
+        for (int bucket : stage_->segment(head).uses) zero_->Release(bucket);
+        if (mesh_->coord().tp == 0) {
+          Tensor ce = graph::CrossEntropy(logits, batch.targets);
+          acc[0] += ce.Item() * static_cast<double>(batch.num_target_tokens);
+          acc[1] += static_cast<double>(batch.num_target_tokens);
+          data::MetricCounts c = dataset_->Score(batch, logits);
+          acc[2] += static_cast<double>(c.hits);
+          acc[3] += static_cast<double>(c.total);
+        }
+      }
     }
   }
   gpt.SetTraining(true);
-  if (Status st = Sum(world_, acc); !st.ok()) {
-    TLOG(ERROR, "evaluation: {}", st.ToString());
-    return r;
-  }
+  TESSERA_RETURN_IF_ERROR(Sum(world_, acc));
+  EvalResult r;
   r.loss = acc[1] > 0 ? acc[0] / acc[1] : 0;
   r.metric = acc[3] > 0 ? acc[2] / acc[3] : 0;
   r.samples = n;
@@ -232,7 +309,8 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   hal::CpuDevice().allocator().ResetPeak();
   stage_->model().SetTraining(true);
   const auto start = Clock::now();
-  double timed_s = 0, comm_s = 0, compute_s = 0, step_total_s = 0;
+  double timed_s = 0, comm_s = 0, compute_s = 0, step_total_s = 0, bubble_sum = 0;
+  int64_t bubble_steps = 0;
   int64_t timed_tokens = 0, skipped = 0;
   EvalResult last_eval;
   bool have_eval = false;
@@ -288,6 +366,8 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
       comm_s += res.comm_wait_s;
       compute_s += res.compute_s;
       step_total_s += res.step_s;
+      bubble_sum += res.bubble_fraction;
+      ++bubble_steps;
     }
     if (step == timeline_step) traced = res;
     losses_.push_back(loss);
@@ -331,7 +411,8 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
                               static_cast<double>(zm.offloaded_optimizer_state),
                               step_total_s > 0 ? comm_s / step_total_s : 0.0,
                               compute_s,
-                              static_cast<double>(mesh_->coord().pp)};
+                              static_cast<double>(mesh_->coord().pp),
+                              bubble_steps > 0 ? bubble_sum / bubble_steps : 0.0};
   const size_t k = mine.size();
   std::vector<double> all(k * world);
   TESSERA_RETURN_IF_ERROR(
@@ -355,7 +436,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   s.run_dir = record ? run_dir : "";
   nlohmann::json ranks = nlohmann::json::array();
   std::vector<double> stage_compute(pc.pp, 0.0);
-  double comm_fraction_sum = 0;
+  double comm_fraction_sum = 0, bubble_fraction_sum = 0;
   for (int r = 0; r < world; ++r) {
     const double* v = &all[r * k];
     s.peak_memory_bytes = std::max<int64_t>(s.peak_memory_bytes, static_cast<int64_t>(v[0]));
@@ -369,6 +450,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
                      {"activations_and_buffers_bytes", std::max<int64_t>(0, static_cast<int64_t>(v[0] - training_state))},
                      {"comm_fraction", v[5]}});
     comm_fraction_sum += v[5];
+    bubble_fraction_sum += v[8];
     stage_compute[static_cast<int>(v[7])] = std::max(stage_compute[static_cast<int>(v[7])], v[6]);
   }
   const double max_stage = *std::max_element(stage_compute.begin(), stage_compute.end());
@@ -380,9 +462,11 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
                 {"schedule", pc.schedule},
                 {"recompute", pc.recompute},
                 {"comm_fraction", comm_fraction_sum / world},
-                {"bubble_fraction", 0.0},
+                {"bubble_fraction", bubble_fraction_sum / world},
                 {"stage_compute_s", stage_compute},
                 {"stage_balance_spread", max_stage > 0 ? (max_stage - min_stage) / max_stage : 0.0},
+                {"layers_per_chunk", stage_->first_layer()},
+                {"measured_layer_costs_s", layer_costs_},
                 {"ranks", ranks}};
   TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> timelines,
                            AllGatherStrings(world_, TimelineJson(traced.timeline).dump()));
@@ -419,9 +503,10 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   }
   message(fmt::format(
       "done: {} steps in {:.1f}s | final loss {:.4f} | eval loss {:.4f} | {} {:.4f} (chance {:.4f}) | "
-      "{:.0f} tokens/s | MFU {:.1f}% | comm {:.1f}% of step | peak memory {:.1f} MiB (max over ranks){}",
+      "{:.0f} tokens/s | MFU {:.1f}% | comm {:.1f}% of step | bubble {:.1f}% | peak memory {:.1f} MiB (max over "
+      "ranks){}",
       s.steps, s.wall_s, s.final_loss, s.eval.loss, s.metric_name, s.eval.metric, s.chance_metric, s.tokens_per_s,
-      100 * s.mfu, 100 * comm_fraction_sum / world, s.peak_memory_bytes / 1048576.0,
+      100 * s.mfu, 100 * comm_fraction_sum / world, 100 * bubble_fraction_sum / world, s.peak_memory_bytes / 1048576.0,
       record ? " | " + run_dir + "/summary.json, report.html" : ""));
   if (summary != nullptr) *summary = s;
   return Status::Ok();

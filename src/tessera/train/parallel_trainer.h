@@ -57,6 +57,7 @@ class ParallelTrainer {
   ParallelTrainer(const TrainConfig& config, comm::Communicator& world, const ParallelTrainerOptions& options)
       : config_(config), world_(world), options_(options) {}
   Status RunImpl(TrainSummary* summary);
+  StatusOr<EvalResult> EvaluateImpl();
   std::vector<parallel::MicroBatchInput> MicroBatches(int64_t step, float loss_scale);
   StatusOr<double> GlobalGradNorm();
 
@@ -70,6 +71,7 @@ class ParallelTrainer {
   std::unique_ptr<parallel::ZeroOptimizer> zero_;
   std::unique_ptr<parallel::TrainStep> step_;
   std::vector<double> losses_;
+  std::vector<double> layer_costs_;  // measured, when the model is pipelined
   double loss_scale_ = 1.0;
   int64_t good_steps_ = 0;
 };
