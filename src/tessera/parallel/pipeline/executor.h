@@ -17,8 +17,10 @@
 // RunStep returns OK, or a Status naming the stage, the micro-batch and the
 // transfer or callback that failed (exceptions thrown by the callbacks,
 // e.g. OpError, are caught and returned). On failure it aborts the
-// channels, so the peers' RunStep fail promptly too; the executor is then
-// unusable (create a new one over a fresh communicator).
+// channels, so the peers' RunStep fail promptly too (a step ends with a
+// barrier of all stages, so no stage reports success for a step another
+// stage failed); the executor is then unusable (create a new one over a
+// fresh communicator).
 //
 // Per step it records the wall time, the time spent in forward and
 // backward callbacks (busy), the bubble fraction 1 - busy/step and a

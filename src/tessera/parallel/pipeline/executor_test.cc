@@ -1,7 +1,9 @@
 #include "tessera/parallel/pipeline/executor.h"
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -135,6 +137,52 @@ TEST(PipelineExecutorTest, ClearConfigErrors) {
     EXPECT_FALSE((*ex)->SetConfig({PipelineSchedule::k1F1B, 3, 2}).ok());
     EXPECT_FALSE((*ex)->RunStep(PipelineStage{}).ok());
   });
+}
+
+}  // namespace
+}  // namespace tessera::parallel
+
+namespace tessera::parallel {
+namespace {
+
+using namespace testing;  // NOLINT: the toy model helpers
+
+TEST(PipelineExecutorTest, StalledPeerFailsWithinTheCommunicatorDeadline) {
+  comm::CommOptions options = PipelineTestOptions("ppstall");
+  options.timeout = std::chrono::milliseconds(1000);
+  std::vector<Status> results(2);
+  std::vector<double> seconds(2);
+  comm::testing::RunRanks(2, options, [&](int rank, comm::Communicator& comm) {
+    ToyStack model(4);
+    auto ex = PipelineExecutor::Create(comm, {PipelineSchedule::k1F1B, 2, 1});
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // stalls: never serves stage 0
+    const auto start = std::chrono::steady_clock::now();
+    results[rank] = (*ex)->RunStep(ToyStage(model, rank, 2, 1, 2));
+    seconds[rank] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  });
+  ASSERT_FALSE(results[0].ok());
+  EXPECT_NE(results[0].ToString().find("pipeline stage 0 of 2"), std::string::npos) << results[0].ToString();
+  EXPECT_NE(results[0].ToString().find("micro-batch 0"), std::string::npos) << results[0].ToString();
+  EXPECT_LT(seconds[0], 30.0);
+  // The stalled stage finds its channels aborted by stage 0 and fails at once.
+  ASSERT_FALSE(results[1].ok());
+  EXPECT_LT(seconds[1], 30.0);
+}
+
+TEST(PipelineExecutorTest, WrongInputSpecIsAnError) {
+  std::vector<Status> results(2);
+  comm::testing::RunRanks(2, PipelineTestOptions("ppspec"), [&](int rank, comm::Communicator& comm) {
+    ToyStack model(4);
+    auto ex = PipelineExecutor::Create(comm, {PipelineSchedule::kGpipe, 2, 1});
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    PipelineStage stage = ToyStage(model, rank, 2, 1, 2);
+    stage.input_spec = [](int, int) { return std::make_pair(Shape{kBatch, kDim / 2}, DType::kF32); };
+    results[rank] = (*ex)->RunStep(stage);
+  });
+  ASSERT_FALSE(results[1].ok());
+  EXPECT_NE(results[1].ToString().find("pipeline stage 1 of 2"), std::string::npos) << results[1].ToString();
+  EXPECT_FALSE(results[0].ok());
 }
 
 }  // namespace

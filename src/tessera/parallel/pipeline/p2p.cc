@@ -167,6 +167,16 @@ Status PipelineChannels::FinishStep() {
                       kDirectionName[dir]);
     }
   }
+  // Every stage ends the step together: a stage that failed has aborted its
+  // channels, so this fails on the others too, even where all their
+  // messages fitted the channel buffers and nothing else would have noticed.
+  if (!dups_.empty()) {
+    Status st = dups_[0]->Barrier();
+    if (!st.ok()) {
+      return st.WithContext(fmt::format("pipeline stage {} of {}: ending the step with the other stages", stage_,
+                                        stages_));
+    }
+  }
   return Status::Ok();
 }
 

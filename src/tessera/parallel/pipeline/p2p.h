@@ -60,7 +60,9 @@ class PipelineChannels {
   // Blocks until the message for (microbatch, local chunk) arrives; `spec`
   // gives the shape and dtype of any message that has to be posted.
   StatusOr<Tensor> Receive(Direction dir, int microbatch, int chunk, const SpecFn& spec);
-  // Waits for every send of the step and checks nothing is left unreceived.
+  // Waits for every send of the step, checks nothing is left unreceived,
+  // and ends the step with a barrier of all stages (a stage that failed and
+  // aborted makes it fail here too).
   Status FinishStep();
   // Stops every operation (here and, through the communicators, on the
   // peers), waits for them to end and records `why`. Idempotent.
