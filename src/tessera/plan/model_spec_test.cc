@@ -99,7 +99,7 @@ TEST(ModelSpecTest, EveryPresetLoads) {
     EXPECT_TRUE(m.ok()) << e.path() << ": " << m.status().ToString();
     ++n;
   }
-  EXPECT_GE(n, 13);
+  EXPECT_GE(n, 14);
 }
 
 TEST(ModelSpecTest, ErrorsNameFileLineAndKey) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 #include <numeric>
 
 #include "tessera/plan/memory_model.h"
@@ -27,18 +26,22 @@ bool TpFits(const ModelSpec& m, int tp) {
   return m.ffn_hidden == 0 || m.ffn_hidden % tp == 0;
 }
 
-// Keeps the `k` fastest plans, fastest first.
+// Faster first; equal times (within 1e-9) ranked by less memory.
+bool Better(const StepBreakdown& a, const StepBreakdown& b) {
+  const double eps = 1e-9 * b.step_time;
+  if (a.step_time < b.step_time - eps) return true;
+  if (a.step_time > b.step_time + eps) return false;
+  return a.memory.Total() < b.memory.Total();
+}
+
+// Keeps the `k` best plans, best first.
 class TopK {
  public:
   explicit TopK(int k) : k_(k) {}
-  // Step time a plan must beat to enter.
-  double Bar() const {
-    return static_cast<int>(v_.size()) < k_ ? std::numeric_limits<double>::infinity() : v_.back().result.step_time;
-  }
   void Offer(const ParallelPlan& p, const StepBreakdown& r) {
-    if (r.step_time >= Bar()) return;
-    auto it = std::upper_bound(v_.begin(), v_.end(), r.step_time,
-                               [](double t, const RankedPlan& x) { return t < x.result.step_time; });
+    if (static_cast<int>(v_.size()) == k_ && !Better(r, v_.back().result)) return;
+    auto it = std::upper_bound(v_.begin(), v_.end(), r,
+                               [](const StepBreakdown& x, const RankedPlan& y) { return Better(x, y.result); });
     v_.insert(it, RankedPlan{p, r});
     if (static_cast<int>(v_.size()) > k_) v_.pop_back();
   }
