@@ -1,10 +1,11 @@
 // `tessera sim ...`: the cluster simulator.
 //   sim show --cluster FILE             the parsed spec (devices, fabrics, derived bandwidths)
 //   sim collective --cluster FILE --op allreduce|allgather|reducescatter|alltoall|broadcast|reduce
-//       --size BYTES [--algo A] [--routing ecmp|adaptive] [--engine flow|analytic] [--ranks N]
-//       [--fail-uplink SN:LEAF:SPINE ...] [--json]
+//       --size BYTES [--algo A] [--routing ecmp|adaptive] [--engine flow|packet|analytic] [--ranks N]
+//       [--cc dcqcn|none] [--pfc] [--fail-uplink SN:LEAF:SPINE ...] [--json]
 //     time_s, algbw_GBps, busbw_GBps (nccl-tests formulas), utilization and
 //     sim_wall_s. `flow` runs the flow-level engine over the cluster's topology;
+//     `packet` the packet-level engine (queues, ECN/DCQCN, PFC; small cases);
 //     `analytic` is the closed-form model the planner uses.
 #include <chrono>
 #include <cstdio>
@@ -33,6 +34,8 @@ struct SimArgs {
   std::string engine = "flow";
   int ranks = 0;
   std::vector<std::string> fail_uplinks;
+  std::string cc = "dcqcn";
+  bool pfc = false;
   bool json = false;
 };
 
@@ -65,7 +68,20 @@ Status Collective(const SimArgs& a) {
     o.failed_leaf_uplinks.push_back(uplink);
   }
   sim::SimCollectiveResult r;
+  if (a.cc != "dcqcn" && a.cc != "none") return InvalidArgument("--cc '{}': choose dcqcn or none", a.cc);
   if (a.engine == "flow") {
+    TESSERA_ASSIGN_OR_RETURN(r, sim::SimulateCollective(spec, o));
+  } else if (a.engine == "packet") {
+    // Every rank sends at most ~2x its buffer; keep the packet count tractable.
+    const double packets = 2.0 * o.bytes * o.ranks / o.packet.mtu_bytes;
+    if (packets > 5e7) {
+      return InvalidArgument("~{:.0e} packets is too large for the packet engine (small cases only); use --engine "
+                             "flow or a smaller --size / --ranks",
+                             packets);
+    }
+    o.packet_level = true;
+    o.packet.dcqcn = o.packet.ecn = a.cc == "dcqcn";
+    o.packet.pfc = a.pfc;
     TESSERA_ASSIGN_OR_RETURN(r, sim::SimulateCollective(spec, o));
   } else if (a.engine == "analytic") {
     if (o.ranks < 2 || o.ranks > spec.TotalDevices()) {
@@ -83,8 +99,7 @@ Status Collective(const SimArgs& a) {
     r.utilization = c.utilization;
     r.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   } else {
-    return InvalidArgument("--engine '{}': choose flow or analytic (the packet-level engine is not built yet)",
-                           a.engine);
+    return InvalidArgument("--engine '{}': choose flow, packet or analytic", a.engine);
   }
   if (a.json) {
     nlohmann::json j = {{"cluster", spec.name},
@@ -101,6 +116,10 @@ Status Collective(const SimArgs& a) {
                         {"sim_wall_s", r.sim_wall_s},
                         {"flows", r.flows},
                         {"events", r.events}};
+    if (a.engine == "packet") {
+      j["cnps"] = r.cnps;
+      j["max_queue_bytes"] = r.max_queue_bytes;
+    }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("# %s on %s: %d ranks, %zu bytes, algo %s, routing %s, engine %s\n",
@@ -110,6 +129,9 @@ Status Collective(const SimArgs& a) {
                 "events %lld\n",
                 r.time_s, r.algbw / 1e9, r.busbw / 1e9, r.utilization, r.sim_wall_s,
                 static_cast<long long>(r.flows), static_cast<long long>(r.events));
+    if (a.engine == "packet") {
+      std::printf("cnps %lld  max_switch_queue_bytes %.0f\n", static_cast<long long>(r.cnps), r.max_queue_bytes);
+    }
   }
   return Status::Ok();
 }
@@ -129,7 +151,10 @@ void RegisterSimCommand(CLI::App& app) {
   coll->add_option("--size", args->size, "bytes per rank, nccl-tests convention (suffixes K, M, G)");
   coll->add_option("--algo", args->algo, "auto, ring, tree, hd, hierarchical, pairwise");
   coll->add_option("--routing", args->routing, "ecmp or adaptive");
-  coll->add_option("--engine", args->engine, "flow (flow-level simulation) or analytic (closed form)");
+  coll->add_option("--engine", args->engine,
+                   "flow (flow-level), packet (packet-level, small cases) or analytic (closed form)");
+  coll->add_option("--cc", args->cc, "packet engine congestion control: dcqcn (ECN + DCQCN) or none");
+  coll->add_flag("--pfc", args->pfc, "packet engine: lossless PFC instead of drop-tail");
   coll->add_option("--ranks", args->ranks, "ranks on devices 0..N-1 (default: one super-node)");
   coll->add_option("--fail-uplink", args->fail_uplinks, "fail a super-node fabric uplink SUPERNODE:LEAF:SPINE");
   coll->add_flag("--json", args->json, "print one JSON object");

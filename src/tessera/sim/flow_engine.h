@@ -35,6 +35,10 @@ class PathSelector {
   virtual ~PathSelector() = default;
   virtual StatusOr<int> Select(int src, int dst, uint64_t flow_key, const std::function<int(int)>& active_flows_on,
                                const std::vector<bool>& failed, std::vector<int>* links, double* latency_s) = 0;
+  // All candidate paths (for per-packet adaptive routing in the packet engine).
+  virtual int NumPaths(int src, int dst) const = 0;
+  virtual double Path(int src, int dst, int index, std::vector<int>* links) const = 0;
+  virtual bool adaptive() const = 0;
 };
 
 struct FlowEndpoints {
@@ -42,7 +46,15 @@ struct FlowEndpoints {
   double bytes = 0;
 };
 
-class FlowEngine {
+// What a collective schedule needs from an engine (flow- or packet-level).
+class FlowSink {
+ public:
+  virtual ~FlowSink() = default;
+  virtual int AddRoutedFlow(int src, int dst, double bytes, double release_s = 0, uint64_t flow_key = 0) = 0;
+  virtual void AddDependency(int flow, int depends_on) = 0;
+};
+
+class FlowEngine : public FlowSink {
  public:
   int AddLink(double capacity_bps, double latency_s = 0);
   int num_links() const { return static_cast<int>(capacity_.size()); }
@@ -54,9 +66,9 @@ class FlowEngine {
   // A flow over explicit links (latency = sum of the links' latencies + extra).
   int AddFlow(std::vector<int> links, double bytes, double release_s = 0, double extra_latency_s = 0);
   // A flow from endpoint src to dst, routed by the selector at release.
-  int AddRoutedFlow(int src, int dst, double bytes, double release_s = 0, uint64_t flow_key = 0);
+  int AddRoutedFlow(int src, int dst, double bytes, double release_s = 0, uint64_t flow_key = 0) override;
   // `flow` is released `delay_s` after the last of its dependencies finishes.
-  void AddDependency(int flow, int depends_on);
+  void AddDependency(int flow, int depends_on) override;
   void SetDelay(int flow, double delay_s);
   void SetPathSelector(PathSelector* selector) { selector_ = selector; }
 

@@ -137,7 +137,7 @@ Status SplitBySupernode(const ScheduleBuilder& b, const Group& g, int d, std::ve
 
 }  // namespace
 
-ScheduleBuilder::ScheduleBuilder(FlowEngine& engine, std::vector<int> devices, uint64_t channel)
+ScheduleBuilder::ScheduleBuilder(FlowSink& engine, std::vector<int> devices, uint64_t channel)
     : engine_(engine), devices_(std::move(devices)), channel_(channel), frontier_(devices_.size()),
       next_(devices_.size()) {}
 

@@ -19,7 +19,7 @@ namespace tessera::sim {
 // Builds steps of point-to-point flows between ranks (ranks map to devices).
 class ScheduleBuilder {
  public:
-  ScheduleBuilder(FlowEngine& engine, std::vector<int> devices, uint64_t channel = 0);
+  ScheduleBuilder(FlowSink& engine, std::vector<int> devices, uint64_t channel = 0);
 
   void BeginStep();
   // A send of `bytes` from rank `src` to rank `dst` in the current step.
@@ -32,7 +32,7 @@ class ScheduleBuilder {
   double total_bytes() const { return total_bytes_; }
 
  private:
-  FlowEngine& engine_;
+  FlowSink& engine_;
   std::vector<int> devices_;
   uint64_t channel_;
   std::vector<std::vector<int>> frontier_;  // per rank: flows of its last step

@@ -1,5 +1,6 @@
 #include "tessera/sim/simulate.h"
 
+#include <algorithm>
 #include <chrono>
 #include <numeric>
 
@@ -35,24 +36,37 @@ StatusOr<SimCollectiveResult> SimulateCollective(const ClusterSpec& spec, const 
   for (const auto& u : o.failed_leaf_uplinks) engine.FailLink(topo.UplinkOfLeaf(u.supernode, u.leaf, u.spine));
   std::vector<int> devices(n);
   std::iota(devices.begin(), devices.end(), 0);
-  ScheduleBuilder builder(engine, devices);
-  TESSERA_RETURN_IF_ERROR(ExpandCollective(builder, o.kind, r.algo, o.bytes, devices, d));
-  engine.SetPathSelector(&topo);
-  TESSERA_RETURN_IF_ERROR(engine.Run());
-  r.time_s = engine.makespan();
-  r.algbw = o.bytes / r.time_s;
-  r.busbw = r.algbw * BusBwFactor(o.kind, n);
-  double busy = 0;  // rank-seconds of injection at full rate
   const double b_intra = spec.supernode.fabric.EndpointBandwidth();
   const double b_inter = spec.has_network ? spec.network.EndpointBandwidth() : b_intra;
-  for (int f : builder.flows()) {
-    const FlowEndpoints e = engine.endpoints(f);
-    busy += e.bytes / (e.src / d == e.dst / d ? b_intra : b_inter);
+  auto finish = [&](auto& eng, const ScheduleBuilder& builder) {
+    r.time_s = eng.makespan();
+    r.algbw = o.bytes / r.time_s;
+    r.busbw = r.algbw * BusBwFactor(o.kind, n);
+    double busy = 0;  // rank-seconds of injection at full rate
+    for (int f : builder.flows()) {
+      const FlowEndpoints e = eng.endpoints(f);
+      busy += e.bytes / (e.src / d == e.dst / d ? b_intra : b_inter);
+    }
+    r.utilization = busy / (n * r.time_s);
+    r.flows = eng.num_flows();
+    r.events = eng.events();
+  };
+  if (o.packet_level) {
+    PacketEngine packets(engine, &topo, o.packet);
+    ScheduleBuilder builder(packets, devices);
+    TESSERA_RETURN_IF_ERROR(ExpandCollective(builder, o.kind, r.algo, o.bytes, devices, d));
+    TESSERA_RETURN_IF_ERROR(packets.Run());
+    finish(packets, builder);
+    r.cnps = packets.cnps();
+    r.max_queue_bytes = packets.max_switch_queue_bytes();
+  } else {
+    ScheduleBuilder builder(engine, devices);
+    TESSERA_RETURN_IF_ERROR(ExpandCollective(builder, o.kind, r.algo, o.bytes, devices, d));
+    engine.SetPathSelector(&topo);
+    TESSERA_RETURN_IF_ERROR(engine.Run());
+    finish(engine, builder);
+    r.rate_updates = engine.rate_updates();
   }
-  r.utilization = busy / (n * r.time_s);
-  r.flows = engine.num_flows();
-  r.events = engine.events();
-  r.rate_updates = engine.rate_updates();
   r.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return r;
 }

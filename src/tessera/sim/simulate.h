@@ -14,6 +14,7 @@
 
 #include "tessera/sim/cluster_spec.h"
 #include "tessera/sim/collective.h"
+#include "tessera/sim/packet_engine.h"
 #include "tessera/sim/topology.h"
 
 namespace tessera::sim {
@@ -24,6 +25,8 @@ struct SimCollectiveOptions {
   double bytes = 0;
   int ranks = 0;  // 0: one super-node's devices
   Routing routing = Routing::kAdaptive;
+  bool packet_level = false;  // the packet engine (small cases) instead of the flow engine
+  PacketParams packet;
   // Scale-out links to fail, as (device, plane) access uplinks; fabric
   // uplinks as (supernode, leaf, spine). Tests and what-if studies.
   std::vector<int> failed_access_uplinks;
@@ -44,6 +47,8 @@ struct SimCollectiveResult {
   int64_t flows = 0;
   int64_t events = 0;
   int64_t rate_updates = 0;
+  int64_t cnps = 0;                // packet engine: congestion notifications
+  double max_queue_bytes = 0;      // packet engine: deepest switch queue
 };
 
 StatusOr<SimCollectiveResult> SimulateCollective(const ClusterSpec& spec, const SimCollectiveOptions& options);

@@ -32,9 +32,10 @@ class Topology : public PathSelector {
   static StatusOr<Topology> Build(const ClusterSpec& spec, FlowEngine& engine, Routing routing, int64_t devices = 0);
 
   int num_devices() const { return num_devices_; }
-  int NumPaths(int src, int dst) const;
+  int NumPaths(int src, int dst) const override;
   // Appends the links of path `index` to `links`; returns its latency.
-  double Path(int src, int dst, int index, std::vector<int>* links) const;
+  double Path(int src, int dst, int index, std::vector<int>* links) const override;
+  bool adaptive() const override { return routing_ == Routing::kAdaptive; }
   // Links by role, for tests and failure injection: the access link of
   // device d into the fabric/network (plane p), and leaf->spine uplinks.
   int AccessUpLink(int device, bool scale_out, int plane = 0) const;
