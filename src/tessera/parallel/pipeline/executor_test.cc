@@ -143,14 +143,6 @@ TEST(PipelineExecutorTest, ClearConfigErrors) {
   });
 }
 
-}  // namespace
-}  // namespace tessera::parallel
-
-namespace tessera::parallel {
-namespace {
-
-using namespace testing;  // NOLINT: the toy model helpers
-
 TEST(PipelineExecutorTest, StalledPeerFailsWithinTheCommunicatorDeadline) {
   comm::CommOptions options = PipelineTestOptions("ppstall");
   options.timeout = std::chrono::milliseconds(1000);
