@@ -180,6 +180,9 @@ Tensor ReduceScatterSequence(const Tensor& x, int axis, comm::Communicator* tp) 
 
 void AllReduceGradients(const std::vector<Tensor>& params, comm::Communicator* group) {
   if (IsTrivialGroup(group)) return;
+  // One all-reduce per gradient dtype: the gradients are packed into a flat
+  // buffer (in list order, identical on every rank) and unpacked after.
+  std::vector<Tensor> grads;
   for (const Tensor& p : params) {
     Tensor handle = p;
     Tensor g = handle.grad();
@@ -187,10 +190,30 @@ void AllReduceGradients(const std::vector<Tensor>& params, comm::Communicator* g
       g = Tensor::Zeros(p.shape(), p.dtype());
       handle.set_grad(g);
     }
-    TESSERA_OP_CHECK(g.is_contiguous(), "AllReduceGradients: gradient of '{}' is not contiguous", p.name());
-    ThrowIfFailed(group->AllReduce(g.raw_data(), g.raw_data(), static_cast<size_t>(g.numel()),
-                                   CommDataType(g.dtype()), comm::ReduceOp::kSum),
+    TESSERA_OP_CHECK(IsFloating(g.dtype()), "AllReduceGradients: gradient of '{}' is {}", p.name(),
+                     DTypeName(g.dtype()));
+    grads.push_back(g);
+  }
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    int64_t total = 0;
+    for (const Tensor& g : grads) total += g.dtype() == dtype ? g.numel() : 0;
+    if (total == 0) continue;
+    Tensor flat = Tensor::Empty({total}, dtype);
+    int64_t at = 0;
+    for (const Tensor& g : grads) {
+      if (g.dtype() != dtype) continue;
+      flat.Slice(0, at, at + g.numel()).View(g.shape()).CopyFrom(g);
+      at += g.numel();
+    }
+    ThrowIfFailed(group->AllReduce(flat.raw_data(), flat.raw_data(), static_cast<size_t>(total), CommDataType(dtype),
+                                   comm::ReduceOp::kSum),
                   "AllReduceGradients");
+    at = 0;
+    for (Tensor& g : grads) {
+      if (g.dtype() != dtype) continue;
+      g.CopyFrom(flat.Slice(0, at, at + g.numel()).View(g.shape()));
+      at += g.numel();
+    }
   }
 }
 

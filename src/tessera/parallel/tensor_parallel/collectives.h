@@ -60,6 +60,7 @@ Tensor ReduceScatterSequence(const Tensor& x, int axis, comm::Communicator* tp);
 // replicated across tp but see only part of the sequence under sequence
 // parallelism, e.g. RowParallelLinear's bias; see PartialGradParameters()).
 // Every rank must pass the same list; an undefined gradient counts as zero.
+// One all-reduce per gradient dtype (the gradients are packed together).
 void AllReduceGradients(const std::vector<Tensor>& params, comm::Communicator* group);
 
 }  // namespace tessera::parallel

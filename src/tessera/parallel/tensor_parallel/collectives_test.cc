@@ -130,6 +130,21 @@ INSTANTIATE_TEST_SUITE_P(Ranks, TpCollectives,
                                   std::string(DTypeName(std::get<1>(info.param)));
                          });
 
+TEST(TpCollectivesGradients, AllReduceGradientsSumsMixedDtypesAndMissingGradients) {
+  RunRanks(3, [&](int r, comm::Communicator& c) {
+    // a: fp32 [2, 3]; b: bf16 [4] (bf16 gradient); d: fp32 [5], no gradient on rank 1.
+    Tensor a = RandomLeaf({2, 3}, 1), b = RandomLeaf({4}, 2, DType::kBF16), d = RandomLeaf({5}, 3);
+    a.set_grad(Tensor::Full({2, 3}, r + 1.0));
+    b.set_grad(Tensor::Full({4}, 2.0 * (r + 1), DType::kBF16));
+    if (r != 1) d.set_grad(Tensor::Full({5}, 10.0 * r));
+    AllReduceGradients({a, b, d}, &c);
+    ExpectClose(a.grad(), Tensor::Full({2, 3}, 6.0), 0.0, "a");
+    ExpectClose(b.grad(), Tensor::Full({4}, 12.0), 0.0, "b");
+    EXPECT_EQ(b.grad().dtype(), DType::kBF16);
+    ExpectClose(d.grad(), Tensor::Full({5}, 20.0), 0.0, "d");
+  });
+}
+
 TEST(TpCollectivesErrors, NullGroupIsIdentity) {
   Tensor x = RandomLeaf({2, 4}, 1);
   EXPECT_EQ(CopyToTensorParallel(x, nullptr).impl(), x.impl());
