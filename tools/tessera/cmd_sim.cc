@@ -3,6 +3,8 @@
 //   sim collective --cluster FILE --op allreduce|allgather|reducescatter|alltoall|broadcast|reduce
 //       --size BYTES [--algo A] [--routing ecmp|adaptive] [--engine flow|packet|analytic] [--ranks N]
 //       [--cc dcqcn|none] [--pfc] [--fail-uplink SN:LEAF:SPINE ...] [--json]
+//   sim faults --cluster FILE [--cards N] [--spares S] [--work-days D] [--checkpoint-s C]
+//       [--restart-s R] [--interval-s I] [--json]      goodput under card failures
 //     time_s, algbw_GBps, busbw_GBps (nccl-tests formulas), utilization and
 //     sim_wall_s. `flow` runs the flow-level engine over the cluster's topology;
 //     `packet` the packet-level engine (queues, ECN/DCQCN, PFC; small cases);
@@ -20,6 +22,7 @@
 #include "tessera/comm/api/ccl_perf.h"
 #include "tessera/sim/cluster_spec.h"
 #include "tessera/sim/collective_cost.h"
+#include "tessera/sim/faults.h"
 #include "tessera/sim/simulate.h"
 
 namespace tessera::cli {
@@ -35,6 +38,12 @@ struct SimArgs {
   int ranks = 0;
   std::vector<std::string> fail_uplinks;
   std::string cc = "dcqcn";
+  int64_t cards = 0;
+  int64_t spares = -1;
+  double work_days = 30;
+  double checkpoint_s = 30;
+  double restart_s = 60;
+  double interval_s = 0;
   bool pfc = false;
   bool json = false;
 };
@@ -136,6 +145,43 @@ Status Collective(const SimArgs& a) {
   return Status::Ok();
 }
 
+Status Faults(const SimArgs& a) {
+  TESSERA_ASSIGN_OR_RETURN(sim::ClusterSpec spec, sim::LoadClusterSpec(a.cluster));
+  sim::FaultParams p;
+  p.cards = a.cards > 0 ? a.cards : spec.TotalDevices();
+  p.card_mtbf_h = spec.device.mtbf_hours;
+  p.spares = a.spares >= 0 ? a.spares : p.cards;  // default: a spare for every failure
+  p.checkpoint_s = a.checkpoint_s;
+  p.restart_s = a.restart_s;
+  p.interval_s = a.interval_s;
+  p.work_s = a.work_days * 86400;
+  if (p.work_s <= 0 || p.checkpoint_s < 0 || p.restart_s < 0 || p.interval_s < 0) {
+    return InvalidArgument("--work-days must be > 0 and --checkpoint-s, --restart-s, --interval-s >= 0");
+  }
+  sim::FaultResult r = sim::SimulateFaults(p);
+  const double expected = sim::ExpectedGoodput(p);
+  if (a.json) {
+    nlohmann::json j = {{"cluster", spec.name},          {"cards", p.cards},
+                        {"job_mtbf_h", sim::JobMtbfSeconds(p) / 3600}, {"interval_s", r.interval_s},
+                        {"card_failures", r.card_failures}, {"spares_used", r.spares_used},
+                        {"wall_days", r.wall_s / 86400},    {"lost_work_h", r.lost_work_s / 3600},
+                        {"checkpoint_overhead_h", r.checkpoint_overhead_s / 3600},
+                        {"recovery_h", r.recovery_s / 3600}, {"goodput", r.goodput},
+                        {"expected_goodput", expected}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("%lld cards of %s (MTBF %.0f h each): job MTBF %.2f h, checkpoint every %.0f s\n",
+                static_cast<long long>(p.cards), spec.device.name.c_str(), p.card_mtbf_h,
+                sim::JobMtbfSeconds(p) / 3600, r.interval_s);
+    std::printf("%.1f days of work took %.2f days: %lld failures (%lld spares used), lost %.1f h, checkpoints %.1f h, "
+                "recovery %.1f h; goodput %.4f (first-order model %.4f)\n",
+                a.work_days, r.wall_s / 86400, static_cast<long long>(r.card_failures),
+                static_cast<long long>(r.spares_used), r.lost_work_s / 3600, r.checkpoint_overhead_s / 3600,
+                r.recovery_s / 3600, r.goodput, expected);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterSimCommand(CLI::App& app) {
@@ -159,6 +205,16 @@ void RegisterSimCommand(CLI::App& app) {
   coll->add_option("--fail-uplink", args->fail_uplinks, "fail a super-node fabric uplink SUPERNODE:LEAF:SPINE");
   coll->add_flag("--json", args->json, "print one JSON object");
   coll->callback([args] { ExitWith(Collective(*args)); });
+  CLI::App* faults = sim->add_subcommand("faults", "card failures from MTBFs, spares, checkpoints: goodput");
+  faults->add_option("--cluster", args->cluster, "cluster spec TOML (its device MTBF)")->required();
+  faults->add_option("--cards", args->cards, "cards in the job (default: the whole cluster)");
+  faults->add_option("--spares", args->spares, "spare cards (default: one per card)");
+  faults->add_option("--work-days", args->work_days, "failure-free training time");
+  faults->add_option("--checkpoint-s", args->checkpoint_s, "stall per checkpoint");
+  faults->add_option("--restart-s", args->restart_s, "reload + rejoin after a failure");
+  faults->add_option("--interval-s", args->interval_s, "checkpoint interval (default: Young/Daly)");
+  faults->add_flag("--json", args->json, "print one JSON object");
+  faults->callback([args] { ExitWith(Faults(*args)); });
 }
 TESSERA_CLI_COMMAND(80, RegisterSimCommand);
 
