@@ -48,14 +48,8 @@ bool Load(benchmark::State& state, const std::string& model, const std::string& 
 void BM_Evaluate10T(benchmark::State& state) {
   Inputs in;
   if (!Load(state, "moe-10t.toml", "ascend950-ubl128.toml", &in)) return;
-  plan::ParallelPlan p;
-  p.dp = 512;
-  p.tp = 2;
-  p.pp = 8;
-  p.ep = 256;
-  p.global_batch = 8192;
-  p.zero = 1;
-  p.recompute = plan::Recompute::kSelective;
+  const plan::ParallelPlan p{.dp = 512, .tp = 2, .pp = 8, .ep = 256, .global_batch = 8192, .zero = 1,
+                             .recompute = plan::Recompute::kSelective};
   for (auto _ : state) {
     auto r = plan::EvaluatePlan(in.model, in.cluster, p);
     benchmark::DoNotOptimize(r);

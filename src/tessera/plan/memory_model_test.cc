@@ -7,20 +7,12 @@
 namespace tessera::plan {
 namespace {
 
-ModelSpec Load(const std::string& file) {
-  auto m = LoadModelSpec(ModelPath(file));
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return *m;
-}
-
 // The ZeRO paper's model-state formulas (Ψ parameters, K = 12, N_d ranks):
 // baseline 16Ψ; ZeRO-1 4Ψ + 12Ψ/N; ZeRO-2 2Ψ + 14Ψ/N; ZeRO-3 16Ψ/N.
 TEST(MemoryModelTest, ZeroStagesMatchZeroPaper) {
-  const ModelSpec m = Load("megatron-7.5b.toml");
+  const ModelSpec m = TestModel("megatron-7.5b.toml");
   const double psi = static_cast<double>(CountParams(m).total);
-  ParallelPlan p;
-  p.dp = 64;
-  p.global_batch = 64;
+  ParallelPlan p = Plan3D(64, 1, 1, 64);
   const double n = p.dp;
   const double expected[4] = {16 * psi, 4 * psi + 12 * psi / n, 2 * psi + 14 * psi / n, 16 * psi / n};
   for (int z = 0; z <= 3; ++z) {
@@ -44,11 +36,8 @@ TEST(MemoryModelTest, ZeroStagesMatchZeroPaper) {
 //   TP + SP + sel.   34 sbh/t
 //   full recompute   2sbh/t (SP) — the layer input
 TEST(MemoryModelTest, ActivationsMatchKorthikanti) {
-  const ModelSpec m = Load("megatron-145.6b.toml");  // a = 96, h = 12288
-  ParallelPlan p;
-  p.tp = 8;
-  p.micro_batch = 2;
-  p.global_batch = 2;
+  const ModelSpec m = TestModel("megatron-145.6b.toml");  // a = 96, h = 12288
+  ParallelPlan p = Plan3D(1, 8, 1, 2, 2);
   p.flash_attention = false;
   const double s = 2048, b = 2, h = 12288, a = 96, t = 8;
   const double sbh = s * b * h;
@@ -71,13 +60,8 @@ TEST(MemoryModelTest, ActivationsMatchKorthikanti) {
 // 1F1B: pipeline rank 0 keeps p micro-batches in flight; interleaving with v
 // chunks multiplies that by (1 + (p-1)/(pv)) (Korthikanti et al. 2022, §4.2).
 TEST(MemoryModelTest, PipelineInFlightMicroBatches) {
-  const ModelSpec m = Load("megatron-145.6b.toml");  // 80 layers
-  ParallelPlan p;
-  p.tp = 8;
-  p.pp = 8;
-  p.dp = 1;
-  p.micro_batch = 1;
-  p.global_batch = 64;
+  const ModelSpec m = TestModel("megatron-145.6b.toml");  // 80 layers
+  ParallelPlan p = Plan3D(1, 8, 8, 64);
   p.recompute = Recompute::kSelective;
   EXPECT_EQ(InFlightChunks(p, 0), 8);
   EXPECT_EQ(InFlightChunks(p, 7), 1);
@@ -102,13 +86,8 @@ TEST(MemoryModelTest, PipelineInFlightMicroBatches) {
 // Full hand computation for the 1-trillion-parameter row of Narayanan et al.
 // (t = 8, p = 64, b = 1, full recompute, no SP, dp = 6, no ZeRO).
 TEST(MemoryModelTest, TrillionRowByHand) {
-  const ModelSpec m = Load("megatron-1008b.toml");
-  ParallelPlan p;
-  p.tp = 8;
-  p.pp = 64;
-  p.dp = 6;
-  p.micro_batch = 1;
-  p.global_batch = 3072;
+  const ModelSpec m = TestModel("megatron-1008b.toml");
+  ParallelPlan p = Plan3D(6, 8, 64, 3072);
   p.recompute = Recompute::kFull;
   p.sequence_parallel = false;
   p.flash_attention = false;
@@ -134,13 +113,10 @@ TEST(MemoryModelTest, TrillionRowByHand) {
 // Expert weights are split over ep and their states sharded over the
 // expert-data-parallel group dp*tp/ep.
 TEST(MemoryModelTest, ExpertShardingByHand) {
-  const ModelSpec m = Load("deepseek-v3.toml");
+  const ModelSpec m = TestModel("deepseek-v3.toml");
   const ParamCounts c = CountParams(m);
-  ParallelPlan p;
-  p.dp = 64;
+  ParallelPlan p = Plan3D(64, 1, 1, 64);
   p.ep = 64;
-  p.pp = 1;
-  p.global_batch = 64;
   p.zero = 1;
   ASSERT_TRUE(ValidatePlan(m, p).ok());
   const MemoryBreakdown b = EstimateMemory(m, p);

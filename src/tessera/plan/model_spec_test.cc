@@ -51,14 +51,13 @@ TEST(ModelSpecTest, TinyGptCountsByHand) {
 // full recompute F = 96Bslh²(1 + s/6h + V/16lh).
 TEST(ModelSpecTest, MegatronRowsMatchNarayananFormulas) {
   for (const NarayananRow& row : NarayananTable()) {
-    auto m = LoadModelSpec(ModelPath(row.model_file));
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    const double l = m->layers, h = m->hidden, V = m->vocab, s = m->seq_len;
-    const ParamCounts c = CountParams(*m);
+    const ModelSpec m = TestModel(row.model_file);
+    const double l = m.layers, h = m.hidden, V = m.vocab, s = m.seq_len;
+    const ParamCounts c = CountParams(m);
     const double formula = 12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h)) + 2 * h;
     EXPECT_NEAR(static_cast<double>(c.total), formula, 1.0) << row.model_file;
     EXPECT_NEAR(c.total / 1e9, row.params_b, 0.05 * row.params_b) << row.model_file;
-    const FlopsPerToken f = ForwardFlopsPerToken(*m);
+    const FlopsPerToken f = ForwardFlopsPerToken(m);
     const double per_token_full_recompute = f.Training() + f.layers_matmul + f.attention_core;
     const double megatron = 96 * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
     EXPECT_NEAR(per_token_full_recompute / megatron, 1.0, 1e-12) << row.model_file;

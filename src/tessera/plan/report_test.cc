@@ -10,18 +10,12 @@ namespace {
 // The JSON carries every figure `plan evaluate` promises, equal to the
 // breakdown it came from, and the text names the plan and the memory verdict.
 TEST(ReportTest, EvaluateJsonAndText) {
-  auto m = LoadModelSpec(ModelPath("gpt3-175b.toml"));
-  auto c = sim::LoadClusterSpec(ClusterPath("a100-dgx.toml"));
-  ASSERT_TRUE(m.ok() && c.ok());
-  ParallelPlan p;
-  p.dp = 16;
-  p.tp = 8;
-  p.pp = 8;
-  p.micro_batch = 1;
-  p.global_batch = 1536;
+  const ModelSpec m = TestModel("gpt3-175b.toml");
+  const sim::ClusterSpec c = TestCluster("a100-dgx.toml");
+  ParallelPlan p = Plan3D(16, 8, 8, 1536);
   p.zero = 1;
   p.recompute = Recompute::kSelective;
-  auto r = EvaluatePlan(*m, *c, p);
+  auto r = EvaluatePlan(m, c, p);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const nlohmann::json j = BreakdownJson(*r);
   EXPECT_DOUBLE_EQ(j.at("step_time_s").get<double>(), r->step_time);
@@ -38,9 +32,9 @@ TEST(ReportTest, EvaluateJsonAndText) {
   const nlohmann::json pj = PlanJson(p);
   EXPECT_EQ(pj.at("micro_batches").get<int64_t>(), 1536 / 16);
   EXPECT_EQ(pj.at("recompute").get<std::string>(), "selective");
-  EXPECT_EQ(ModelJson(*m).at("params").get<int64_t>(), CountParams(*m).total);
+  EXPECT_EQ(ModelJson(m).at("params").get<int64_t>(), CountParams(m).total);
 
-  const std::string text = FormatEvaluation(*m, *c, p, *r, std::nullopt);
+  const std::string text = FormatEvaluation(m, c, p, *r, std::nullopt);
   EXPECT_NE(text.find("dp=16 tp=8 pp=8"), std::string::npos) << text;
   EXPECT_NE(text.find(r->fits ? "fits" : "DOES NOT FIT"), std::string::npos) << text;
 }

@@ -100,19 +100,9 @@ StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const sim::ClusterSpec& c
               for (Recompute rc : recomputes) {
                 for (int zero = 0; zero <= (sharded ? 3 : 0); ++zero) {
                   for (bool offload : offloads) {
-                    ParallelPlan p;
-                    p.dp = dp;
-                    p.tp = tp;
-                    p.pp = pp;
-                    p.ep = ep;
-                    p.vpp = vpp;
-                    p.micro_batch = mb;
-                    p.global_batch = batch;
-                    p.seq_len = o.seq_len;
-                    p.zero = zero;
-                    p.recompute = rc;
-                    p.precision = prec;
-                    p.offload_optimizer = offload;
+                    ParallelPlan p{.dp = dp, .tp = tp, .pp = pp, .ep = ep, .vpp = vpp, .micro_batch = mb,
+                                   .global_batch = batch, .seq_len = o.seq_len, .zero = zero, .recompute = rc,
+                                   .precision = prec, .offload_optimizer = offload};
                     const MemoryBreakdown mem = EstimateMemory(m, p);
                     out.candidates += static_cast<int64_t>(schedules.size());
                     if (mem.Total() > capacity || mem.host > host_capacity) continue;

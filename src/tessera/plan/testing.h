@@ -1,5 +1,4 @@
-// Test-only helpers for the planner's tests: paths of the presets under
-// configs/ (TESSERA_SOURCE_DIR is defined for plan_test by the module's
+// Test-only helpers for the planner's tests: the presets under configs/ (TESSERA_SOURCE_DIR is defined for plan_test by the module's
 // CMakeLists) and Table 1 of Narayanan et al. 2021 (SC'21, "Efficient
 // Large-Scale Language Model Training on GPU Clusters Using Megatron-LM"),
 // as listed in /work/shared/REFERENCE.md. Header-only; thread-safe.
@@ -7,6 +6,12 @@
 
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tessera/plan/model_spec.h"
+#include "tessera/plan/parallel_plan.h"
+#include "tessera/sim/cluster_spec.h"
 
 namespace tessera::plan {
 
@@ -43,6 +48,29 @@ inline std::string ModelPath(const std::string& file) {
 inline std::string ClusterPath(const std::string& file) {
   return std::string(TESSERA_SOURCE_DIR) + "/configs/clusters/" + file;
 }
+// A preset, or a test failure (and a default value).
+inline ModelSpec TestModel(const std::string& file) {
+  auto m = LoadModelSpec(ModelPath(file));
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? *m : ModelSpec();
+}
+inline sim::ClusterSpec TestCluster(const std::string& file) {
+  auto c = sim::LoadClusterSpec(ClusterPath(file));
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? *c : sim::ClusterSpec();
+}
 #endif
+
+// dp x tp x pp with `global_batch` sequences in micro-batches of `micro_batch`;
+// everything else default.
+inline ParallelPlan Plan3D(int dp, int tp, int pp, int64_t global_batch, int64_t micro_batch = 1) {
+  ParallelPlan p;
+  p.dp = dp;
+  p.tp = tp;
+  p.pp = pp;
+  p.global_batch = global_batch;
+  p.micro_batch = micro_batch;
+  return p;
+}
 
 }  // namespace tessera::plan

@@ -10,23 +10,12 @@
 namespace tessera::plan {
 namespace {
 
-sim::ClusterSpec A100() {
-  auto c = sim::LoadClusterSpec(ClusterPath("a100-dgx.toml"));
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return *c;
-}
-
 // The configuration of one Table 1 row as Megatron-LM ran it in 2021: full
 // activation recompute, no sequence parallelism, no flash attention, plain
 // data parallelism (no ZeRO) with the gradient all-reduce after the
 // pipeline flush, micro-batch 1, the 1F1B schedule.
 ParallelPlan RowPlan(const NarayananRow& row) {
-  ParallelPlan p;
-  p.tp = row.tp;
-  p.pp = row.pp;
-  p.dp = row.gpus / (row.tp * row.pp);
-  p.micro_batch = 1;
-  p.global_batch = row.batch;
+  ParallelPlan p = Plan3D(row.gpus / (row.tp * row.pp), row.tp, row.pp, row.batch);
   p.recompute = Recompute::kFull;
   p.sequence_parallel = false;
   p.flash_attention = false;
@@ -39,13 +28,12 @@ ParallelPlan RowPlan(const NarayananRow& row) {
 // recompute FLOPs, as the paper does) is within 10 % mean absolute percentage
 // error of the published figures; every row fits in 80 GB.
 TEST(TimeModelTest, ReproducesNarayananTable) {
-  const sim::ClusterSpec a100 = A100();
+  const sim::ClusterSpec a100 = TestCluster("a100-dgx.toml");
   double ape_sum = 0;
   for (const NarayananRow& row : NarayananTable()) {
-    auto m = LoadModelSpec(ModelPath(row.model_file));
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    const ModelSpec m = TestModel(row.model_file);
     const ParallelPlan p = RowPlan(row);
-    auto r = EvaluatePlan(*m, a100, p);
+    auto r = EvaluatePlan(m, a100, p);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     const double ape = std::abs(r->tflops_per_device - row.tflops_per_gpu) / row.tflops_per_gpu;
     ape_sum += ape;
@@ -67,21 +55,16 @@ TEST(TimeModelTest, ReproducesNarayananTable) {
 // recompute. Assumed configuration (the paper's Table 3 as we recall it,
 // not re-read): tp 8, pp 35, dp 8, global batch 2,240, micro-batch 1.
 TEST(TimeModelTest, KorthikantiMfu530B) {
-  const sim::ClusterSpec a100 = A100();
-  auto m = LoadModelSpec(ModelPath("megatron-529.6b.toml"));
-  ASSERT_TRUE(m.ok());
-  ParallelPlan p;
-  p.tp = 8;
-  p.pp = 35;
-  p.dp = 8;
-  p.global_batch = 2240;
+  const sim::ClusterSpec a100 = TestCluster("a100-dgx.toml");
+  const ModelSpec m = TestModel("megatron-529.6b.toml");
+  ParallelPlan p = Plan3D(8, 8, 35, 2240);
   p.flash_attention = false;
   p.overlap_grad_reduce = false;
   p.recompute = Recompute::kSelective;
-  auto sel = EvaluatePlan(*m, a100, p);
+  auto sel = EvaluatePlan(m, a100, p);
   p.recompute = Recompute::kFull;
   p.sequence_parallel = false;
-  auto full = EvaluatePlan(*m, a100, p);
+  auto full = EvaluatePlan(m, a100, p);
   ASSERT_TRUE(sel.ok() && full.ok());
   std::printf("530B MFU: selective+SP %.1f%% (published 54.2%%), full recompute %.1f%% (published 42.1%%)\n",
               100 * sel->mfu, 100 * full->mfu);
@@ -92,29 +75,24 @@ TEST(TimeModelTest, KorthikantiMfu530B) {
 // The bubble of a pipeline whose ranks all do the same work is (p-1) slots of
 // (m + p - 1) for 1F1B and shrinks by vpp when interleaved.
 TEST(TimeModelTest, PipelineBubbles) {
-  const sim::ClusterSpec a100 = A100();
-  auto m = LoadModelSpec(ModelPath("megatron-145.6b.toml"));
-  ASSERT_TRUE(m.ok());
-  ParallelPlan p;
-  p.tp = 8;
-  p.pp = 8;
-  p.dp = 4;
-  p.global_batch = 128;  // m = 32
+  const sim::ClusterSpec a100 = TestCluster("a100-dgx.toml");
+  const ModelSpec m = TestModel("megatron-145.6b.toml");
+  ParallelPlan p = Plan3D(4, 8, 8, 128);  // m = 32
   p.recompute = Recompute::kSelective;
-  auto one = EvaluatePlan(*m, a100, p);
+  auto one = EvaluatePlan(m, a100, p);
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   // Ranks differ slightly (embedding, logits), so the bubble is close to, not exactly, 7/39.
   const double pipe = one->step_time - one->dp_comm - one->optimizer;
   EXPECT_NEAR(one->bubble / pipe, 7.0 / 39.0, 0.002);
   p.vpp = 2;
   p.schedule = Schedule::kInterleaved;
-  auto two = EvaluatePlan(*m, a100, p);
+  auto two = EvaluatePlan(m, a100, p);
   ASSERT_TRUE(two.ok()) << two.status().ToString();
   EXPECT_NEAR(two->bubble / one->bubble, 0.5, 0.02);
   EXPECT_GT(two->memory.activations, one->memory.activations);
   p.vpp = 1;
   p.schedule = Schedule::kZeroBubble;
-  auto zb = EvaluatePlan(*m, a100, p);
+  auto zb = EvaluatePlan(m, a100, p);
   ASSERT_TRUE(zb.ok());
   EXPECT_LT(zb->bubble, 0.5 * one->bubble);
   EXPECT_LT(zb->step_time, one->step_time);
@@ -122,19 +100,15 @@ TEST(TimeModelTest, PipelineBubbles) {
 
 // Recompute trades time for memory; FLOP accounting follows the recompute.
 TEST(TimeModelTest, RecomputeTradesTimeForMemory) {
-  const sim::ClusterSpec a100 = A100();
-  auto m = LoadModelSpec(ModelPath("megatron-18.4b.toml"));
-  ASSERT_TRUE(m.ok());
-  ParallelPlan p;
-  p.tp = 8;
-  p.dp = 4;
-  p.global_batch = 32;
+  const sim::ClusterSpec a100 = TestCluster("a100-dgx.toml");
+  const ModelSpec m = TestModel("megatron-18.4b.toml");
+  ParallelPlan p = Plan3D(4, 8, 1, 32);
   p.flash_attention = false;  // with flash attention, selective recompute saves no memory
   StepBreakdown r[3];
   const Recompute kinds[3] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   for (int i = 0; i < 3; ++i) {
     p.recompute = kinds[i];
-    auto e = EvaluatePlan(*m, a100, p);
+    auto e = EvaluatePlan(m, a100, p);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     r[i] = *e;
     EXPECT_NEAR(r[i].model_flops, r[0].model_flops, 1e-6 * r[0].model_flops);
@@ -149,18 +123,15 @@ TEST(TimeModelTest, RecomputeTradesTimeForMemory) {
 }
 
 TEST(TimeModelTest, RejectsPlansTheClusterCannotHold) {
-  const sim::ClusterSpec a100 = A100();  // 3,072 GPUs
-  auto m = LoadModelSpec(ModelPath("megatron-1.7b.toml"));
-  ASSERT_TRUE(m.ok());
-  ParallelPlan p;
-  p.dp = 4096;
-  p.global_batch = 4096;
-  auto r = EvaluatePlan(*m, a100, p);
+  const sim::ClusterSpec a100 = TestCluster("a100-dgx.toml");  // 3,072 GPUs
+  const ModelSpec m = TestModel("megatron-1.7b.toml");
+  ParallelPlan p = Plan3D(4096, 1, 1, 4096);
+  auto r = EvaluatePlan(m, a100, p);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("needs 4096 devices"), std::string::npos) << r.status().ToString();
   p.dp = 3;
   p.global_batch = 4;
-  EXPECT_NE(EvaluatePlan(*m, a100, p).status().message().find("not a multiple of dp*micro_batch"),
+  EXPECT_NE(EvaluatePlan(m, a100, p).status().message().find("not a multiple of dp*micro_batch"),
             std::string::npos);
 }
 
