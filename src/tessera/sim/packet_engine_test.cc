@@ -15,13 +15,7 @@ using testing::ParseOrDie;
 using testing::SpecText;
 
 SimCollectiveOptions Options(CollectiveKind kind, CollectiveAlgo algo, double bytes, int ranks, bool packet) {
-  SimCollectiveOptions o;
-  o.kind = kind;
-  o.algo = algo;
-  o.bytes = bytes;
-  o.ranks = ranks;
-  o.packet_level = packet;
-  return o;
+  return testing::CollectiveOptions(kind, algo, bytes, ranks, Routing::kAdaptive, packet);
 }
 
 TEST(PacketEngineTest, FlowAndPacketEnginesAgreeOnLargeTransfers) {

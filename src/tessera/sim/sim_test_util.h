@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "tessera/sim/cluster_spec.h"
+#include "tessera/sim/simulate.h"
 
 namespace tessera::sim::testing {
 
@@ -35,6 +36,18 @@ inline ClusterSpec ParseOrDie(const std::string& text) {
   auto spec = ParseClusterSpec(text, "test.toml");
   EXPECT_TRUE(spec.ok()) << spec.status().ToString();
   return spec.ok() ? *spec : ClusterSpec{};
+}
+
+inline SimCollectiveOptions CollectiveOptions(CollectiveKind kind, CollectiveAlgo algo, double bytes, int ranks,
+                                              Routing routing = Routing::kAdaptive, bool packet = false) {
+  SimCollectiveOptions o;
+  o.kind = kind;
+  o.algo = algo;
+  o.bytes = bytes;
+  o.ranks = ranks;
+  o.routing = routing;
+  o.packet_level = packet;
+  return o;
 }
 
 }  // namespace tessera::sim::testing

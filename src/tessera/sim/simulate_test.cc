@@ -13,13 +13,7 @@ using testing::ParseOrDie;
 using testing::SpecText;
 
 SimCollectiveOptions Options(CollectiveKind kind, CollectiveAlgo algo, double bytes, int ranks, Routing routing) {
-  SimCollectiveOptions o;
-  o.kind = kind;
-  o.algo = algo;
-  o.bytes = bytes;
-  o.ranks = ranks;
-  o.routing = routing;
-  return o;
+  return testing::CollectiveOptions(kind, algo, bytes, ranks, routing);
 }
 
 TEST(SimulateTest, RingAllReduceOnNonBlockingSwitchIsTheClosedForm) {

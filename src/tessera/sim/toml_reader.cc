@@ -96,11 +96,7 @@ StatusOr<double> TomlTable::Number(const std::string& key) const {
 }
 
 StatusOr<double> TomlTable::Number(const std::string& key, double fallback) const {
-  if (!Has(key)) {
-    read_.insert(key);
-    return fallback;
-  }
-  return Number(key);
+  return Optional(key, fallback, [&] { return Number(key); });
 }
 
 StatusOr<int64_t> TomlTable::Integer(const std::string& key) const {
@@ -112,11 +108,7 @@ StatusOr<int64_t> TomlTable::Integer(const std::string& key) const {
 }
 
 StatusOr<int64_t> TomlTable::Integer(const std::string& key, int64_t fallback) const {
-  if (!Has(key)) {
-    read_.insert(key);
-    return fallback;
-  }
-  return Integer(key);
+  return Optional(key, fallback, [&] { return Integer(key); });
 }
 
 StatusOr<std::string> TomlTable::String(const std::string& key) const {
@@ -128,11 +120,7 @@ StatusOr<std::string> TomlTable::String(const std::string& key) const {
 }
 
 StatusOr<std::string> TomlTable::String(const std::string& key, const std::string& fallback) const {
-  if (!Has(key)) {
-    read_.insert(key);
-    return fallback;
-  }
-  return String(key);
+  return Optional(key, fallback, [&] { return String(key); });
 }
 
 StatusOr<TomlTable> TomlTable::Table(const std::string& key) const {

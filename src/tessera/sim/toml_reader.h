@@ -44,6 +44,15 @@ class TomlTable {
 
  private:
   const toml::node* Find(const std::string& key) const;
+  // `fallback` when `key` is absent (marking it known), else read().
+  template <typename T, typename Read>
+  StatusOr<T> Optional(const std::string& key, const T& fallback, Read read) const {
+    if (!Has(key)) {
+      read_.insert(key);
+      return fallback;
+    }
+    return read();
+  }
   std::string Where(const toml::node* node) const;
   std::string Full(const std::string& key) const;
 
