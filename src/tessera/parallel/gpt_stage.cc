@@ -295,17 +295,16 @@ Tensor GptStage::BlockForward(Block& block, int layer, const Tensor& x, uint64_t
   const uint64_t seed = models::Gpt::BlockDropoutSeed(step_seed, layer);
   const bool sp = pc_.sequence_parallel;
   const int rank = sp ? mesh_->coord().tp : 0;
-  auto attention = [&](const Tensor& in) {
-    Tensor h = full.norm1().Forward(in);
-    return block.tp_attn ? block.tp_attn->Forward(h) : full.attn().Forward(h);
+  // Captures by value: under selective recompute it runs again during
+  // the backward pass, after this function returned.
+  const models::Block* full_ptr = &full;
+  const TensorParallelAttention* tp_attn = block.tp_attn.get();
+  auto attention = [full_ptr, tp_attn](const std::vector<Tensor>& in) {
+    Tensor h = full_ptr->norm1().Forward(in[0]);
+    return std::vector<Tensor>{tp_attn != nullptr ? tp_attn->Forward(h) : full_ptr->attn().Forward(h)};
   };
-  Tensor a;
-  if (pc_.recompute == "selective" && graph::GradEnabled()) {
-    a = graph::Checkpoint([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{attention(in[0])}; },
-                          {x})[0];
-  } else {
-    a = attention(x);
-  }
+  const Tensor a = pc_.recompute == "selective" && graph::GradEnabled() ? graph::Checkpoint(attention, {x})[0]
+                                                                         : attention({x})[0];
   Tensor h = graph::Add(x, ShardDropout(a, full.dropout(), training, DeriveSeed(seed, 0), c.seq_len, rank));
   Tensor n2 = full.norm2().Forward(h);
   Tensor f;

@@ -222,7 +222,15 @@ StatusOr<EvalResult> ParallelTrainer::EvaluateImpl() {
     }
     return x;
   };
-  for (int64_t first = mesh_->coord().dp * config_.eval.batch; first < n; first += pc.dp * config_.eval.batch) {
+  // Every data-parallel rank runs the same number of batches (expert
+  // parallelism exchanges tokens between them): one without samples left
+  // repeats the first batch and does not count it.
+  const int64_t batches = (n + config_.eval.batch - 1) / config_.eval.batch;
+  const int64_t rounds = (batches + pc.dp - 1) / pc.dp;
+  for (int64_t round = 0; round < rounds; ++round) {
+    int64_t first = (round * pc.dp + mesh_->coord().dp) * config_.eval.batch;
+    const bool counted = first < n;
+    if (!counted) first = 0;
     const int64_t b = std::min(config_.eval.batch, n - first);
     data::Batch batch = dataset_->EvalBatch(first, b);
     parallel::MicroBatchInput mb;
@@ -250,7 +258,7 @@ StatusOr<EvalResult> ParallelTrainer::EvaluateImpl() {
         for (int bucket : stage_->segment(head).uses) TESSERA_RETURN_IF_ERROR(zero_->Gather(bucket));
         Tensor logits = stage_->HeadLogits(x);
         for (int bucket : stage_->segment(head).uses) zero_->Release(bucket);
-        if (mesh_->coord().tp == 0) {
+        if (counted && mesh_->coord().tp == 0) {
           Tensor ce = graph::CrossEntropy(logits, batch.targets);
           acc[0] += ce.Item() * static_cast<double>(batch.num_target_tokens);
           acc[1] += static_cast<double>(batch.num_target_tokens);
@@ -512,13 +520,10 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   return Status::Ok();
 }
 
-StatusOr<std::map<std::string, std::vector<float>>> ParallelTrainer::LocalParameters() {
+StatusOr<std::map<std::string, Tensor>> ParallelTrainer::LocalParameters() {
   TESSERA_RETURN_IF_ERROR(zero_->GatherAll());
-  std::map<std::string, std::vector<float>> out;
-  for (auto& [name, t] : stage_->model().NamedParameters()) {
-    if (t.impl()->storage == nullptr) continue;  // not on this rank
-    out[name] = t.ToFloatVector();
-  }
+  std::map<std::string, Tensor> out;
+  for (auto& [name, t] : stage_->NamedParameters()) out[name] = t.Clone();
   for (int b = 0; b < zero_->num_buckets(); ++b) zero_->Release(b);
   return out;
 }

@@ -49,7 +49,8 @@ class ParallelTrainer {
   // This rank's parameters by full name (values as this rank holds them;
   // under ZeRO-3 gathered first, so collective then) — for parity checks
   // against the single-process Trainer.
-  StatusOr<std::map<std::string, std::vector<float>>> LocalParameters();
+  StatusOr<std::map<std::string, Tensor>> LocalParameters();
+  const parallel::DeviceMesh& mesh() const { return *mesh_; }
   // Per-step mean training loss of the run so far (every rank).
   const std::vector<double>& losses() const { return losses_; }
 

@@ -163,7 +163,8 @@ Status Trainer::RunImpl(TrainSummary* summary) {
   auto start = Clock::now();
   double timed_s = 0;
   int64_t timed_tokens = 0;
-  std::vector<double> losses;
+  std::vector<double>& losses = losses_;
+  losses.clear();
   EvalResult last_eval;
   bool have_eval = false;
   int64_t skipped_steps = 0;

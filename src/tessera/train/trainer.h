@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -61,6 +62,8 @@ class Trainer {
   Status Run(TrainSummary* summary);
   EvalResult Evaluate();
   models::Gpt& model() { return *model_; }
+  // Mean training loss of each step run so far.
+  const std::vector<double>& losses() const { return losses_; }
 
  private:
   Trainer(const TrainConfig& config, const TrainerOptions& options) : config_(config), options_(options) {}
@@ -70,6 +73,7 @@ class Trainer {
   TrainerOptions options_;
   std::unique_ptr<data::Dataset> dataset_;
   std::unique_ptr<models::Gpt> model_;
+  std::vector<double> losses_;
 };
 
 }  // namespace tessera::train
