@@ -8,7 +8,8 @@
 //            [--tokens T] [--top K] [--no-offload] [--no-fp8] [--json]
 // With --tokens, both add the run's wall-clock time, card-hours and goodput
 // under failures (per-card MTBF from the cluster spec, Young's checkpoint
-// interval; --restart-s, --checkpoint-s, --mtbf-hours override).
+// interval, sim's fault model; --restart-s, --spare-fraction, --checkpoint-s,
+// --mtbf-hours override).
 // Model and cluster formats: docs/plan.md, docs/sim.md.
 #include <cstdio>
 #include <memory>
@@ -34,6 +35,7 @@ struct CommonArgs {
   int64_t seq = 0;
   double tokens = 0;
   double restart_s = 600;
+  double spare_fraction = 0.02;
   double checkpoint_s = 0;
   double mtbf_hours = 0;
   bool json = false;
@@ -64,7 +66,8 @@ void AddCommon(CLI::App* sub, CommonArgs& a) {
   sub->add_option("--global-batch", a.global_batch, "sequences per step (default: the model's global_batch)");
   sub->add_option("--seq", a.seq, "sequence length (default: the model's)");
   sub->add_option("--tokens", a.tokens, "token budget: add wall-clock, card-hours and goodput");
-  sub->add_option("--restart-s", a.restart_s, "seconds lost per failure besides the rolled-back work (600)");
+  sub->add_option("--restart-s", a.restart_s, "restart after a failure: relaunch + reload (600 s)");
+  sub->add_option("--spare-fraction", a.spare_fraction, "spare cards as a fraction of the job's (0.02; 0: repairs)");
   sub->add_option("--checkpoint-s", a.checkpoint_s, "checkpoint write time (default: states over the host link)");
   sub->add_option("--mtbf-hours", a.mtbf_hours, "per-card MTBF (default: the cluster spec's)");
   sub->add_flag("--json", a.json, "print JSON");
@@ -87,6 +90,7 @@ StatusOr<std::optional<plan::RunCost>> Cost(const CommonArgs& a, const plan::Ste
   if (a.tokens <= 0) return std::optional<plan::RunCost>();
   plan::ReliabilityOptions o;
   o.restart_s = a.restart_s;
+  o.spare_fraction = a.spare_fraction;
   o.checkpoint_write_s = a.checkpoint_s;
   o.mtbf_hours = a.mtbf_hours;
   TESSERA_ASSIGN_OR_RETURN(plan::RunCost cost, plan::EstimateRunCost(r, devices, a.tokens, c, o));

@@ -24,7 +24,8 @@ void AppendCost(std::string& out, const RunCost& c) {
   out += fmt::format("  checkpoint         write {}, every {} (Young: sqrt(2 delta MTBF))\n",
                      Duration(c.checkpoint_write_s), Duration(c.checkpoint_interval_s));
   out += fmt::format("  expected failures  {:.1f}\n", c.expected_failures);
-  out += fmt::format("  wall-clock         {}  goodput {}\n", Duration(c.wall_s), Percent(c.goodput));
+  out += fmt::format("  wall-clock         {}  goodput {} (Monte Carlo {})\n", Duration(c.wall_s), Percent(c.goodput),
+                     Percent(c.simulated_goodput));
   out += fmt::format("  card-hours         {:.4g} ({:.3g} M)\n", c.card_hours, c.card_hours / 1e6);
 }
 
@@ -105,7 +106,8 @@ nlohmann::json RunCostJson(const RunCost& c) {
           {"checkpoint_write_s", c.checkpoint_write_s},
           {"checkpoint_interval_s", c.checkpoint_interval_s},
           {"expected_failures", c.expected_failures},
-          {"goodput", c.goodput}};
+          {"goodput", c.goodput},
+          {"simulated_goodput", c.simulated_goodput}};
 }
 
 std::string FormatEvaluation(const ModelSpec& m, const sim::ClusterSpec& c, const ParallelPlan& p,
