@@ -5,12 +5,14 @@
 //       [--cc dcqcn|none] [--pfc] [--fail-uplink SN:LEAF:SPINE ...] [--json]
 //   sim faults --cluster FILE [--cards N] [--spares S] [--work-days D] [--checkpoint-s C]
 //       [--restart-s R] [--interval-s I] [--json]      goodput under card failures
+//   sim step --cluster FILE --plan FILE [--trace OUT.json] [--json]   one training step replayed
 //     time_s, algbw_GBps, busbw_GBps (nccl-tests formulas), utilization and
 //     sim_wall_s. `flow` runs the flow-level engine over the cluster's topology;
 //     `packet` the packet-level engine (queues, ECN/DCQCN, PFC; small cases);
 //     `analytic` is the closed-form model the planner uses.
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +26,7 @@
 #include "tessera/sim/collective_cost.h"
 #include "tessera/sim/faults.h"
 #include "tessera/sim/simulate.h"
+#include "tessera/sim/step_replay.h"
 
 namespace tessera::cli {
 namespace {
@@ -38,6 +41,8 @@ struct SimArgs {
   int ranks = 0;
   std::vector<std::string> fail_uplinks;
   std::string cc = "dcqcn";
+  std::string plan;
+  std::string trace;
   int64_t cards = 0;
   int64_t spares = -1;
   double work_days = 30;
@@ -182,6 +187,35 @@ Status Faults(const SimArgs& a) {
   return Status::Ok();
 }
 
+Status Step(const SimArgs& a) {
+  TESSERA_ASSIGN_OR_RETURN(sim::ClusterSpec spec, sim::LoadClusterSpec(a.cluster));
+  TESSERA_ASSIGN_OR_RETURN(sim::PlanSpec plan, sim::LoadPlanSpec(a.plan));
+  const auto t0 = std::chrono::steady_clock::now();
+  TESSERA_ASSIGN_OR_RETURN(sim::StepResult r, sim::ReplayStep(spec, plan));
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!a.trace.empty()) {
+    std::ofstream out(a.trace);
+    out << sim::ChromeTraceJson(r);
+    if (!out) return IoError("cannot write trace '{}'", a.trace);
+  }
+  const double tflops = plan.StepFlops() / plan.Devices() / r.step_time_s / 1e12;
+  if (a.json) {
+    nlohmann::json j = {{"cluster", spec.name},       {"devices", plan.Devices()},
+                        {"step_time_s", r.step_time_s}, {"tflops_per_device", tflops},
+                        {"mfu", r.mfu},               {"bubble_fraction", r.bubble_fraction},
+                        {"compute_s", r.compute_s},   {"tp_comm_s", r.tp_comm_s},
+                        {"dp_comm_s", r.dp_comm_s},   {"sim_wall_s", wall}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("%d devices (dp %d x tp %d x pp %d), %d micro-batches, %s on %s\n", plan.Devices(), plan.dp, plan.tp,
+                plan.pp, plan.MicroBatches(), plan.one_f_one_b ? "1F1B" : "GPipe", spec.name.c_str());
+    std::printf("step_time_s %.4f  tflops_per_device %.1f  mfu %.3f  bubble %.3f  compute_s %.4f  tp_comm_s %.4f  "
+                "dp_comm_s %.4f  sim_wall_s %.4f\n",
+                r.step_time_s, tflops, r.mfu, r.bubble_fraction, r.compute_s, r.tp_comm_s, r.dp_comm_s, wall);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterSimCommand(CLI::App& app) {
@@ -215,6 +249,13 @@ void RegisterSimCommand(CLI::App& app) {
   faults->add_option("--interval-s", args->interval_s, "checkpoint interval (default: Young/Daly)");
   faults->add_flag("--json", args->json, "print one JSON object");
   faults->callback([args] { ExitWith(Faults(*args)); });
+  CLI::App* step = sim->add_subcommand("step", "replay one training step of a parallel plan (Chrome trace)");
+  step->add_option("--cluster", args->cluster, "cluster spec TOML")->required();
+  step->add_option("--plan", args->plan, "plan TOML ([model] layers hidden seq vocab; [parallel] dp tp pp ...)")
+      ->required();
+  step->add_option("--trace", args->trace, "write a Chrome trace-event JSON here");
+  step->add_flag("--json", args->json, "print one JSON object");
+  step->callback([args] { ExitWith(Step(*args)); });
 }
 TESSERA_CLI_COMMAND(80, RegisterSimCommand);
 

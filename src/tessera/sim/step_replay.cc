@@ -1,0 +1,260 @@
+#include "tessera/sim/step_replay.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "tessera/sim/collective_cost.h"
+#include "tessera/sim/toml_reader.h"
+
+namespace tessera::sim {
+namespace {
+
+enum Stream { kCompute = 0, kSendNext = 1, kDataParallel = 2, kSendPrev = 3, kStreams = 4 };
+
+struct Task {
+  std::string name;
+  int stage = 0;
+  Stream stream = kCompute;
+  double duration = 0;
+  std::vector<int> deps;
+  double start = -1, end = -1;
+};
+
+StatusOr<int> ReadCount(const TomlTable& t, const std::string& key, int64_t fallback) {
+  TESSERA_ASSIGN_OR_RETURN(int64_t v, fallback < 0 ? t.Integer(key) : t.Integer(key, fallback));
+  if (v < 1 || v > (int64_t{1} << 24)) return t.Error(key, fmt::format("must be in [1, 2^24], got {}", v));
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+double PlanSpec::StepFlops() const {
+  const double b = global_batch, s = seq, h = hidden, l = layers;
+  return 72 * b * s * l * h * h * (1 + s / (6 * h)) + 6 * b * s * h * vocab;
+}
+
+double PlanSpec::Parameters() const { return 12.0 * layers * hidden * hidden + static_cast<double>(vocab) * hidden; }
+
+StatusOr<PlanSpec> ParsePlanSpec(const std::string& toml_text, const std::string& source) {
+  TESSERA_ASSIGN_OR_RETURN(toml::table root, ParseTomlText(toml_text, source));
+  TomlTable t(root, source, "");
+  PlanSpec p;
+  TESSERA_ASSIGN_OR_RETURN(TomlTable m, t.Table("model"));
+  TESSERA_ASSIGN_OR_RETURN(p.layers, ReadCount(m, "layers", -1));
+  TESSERA_ASSIGN_OR_RETURN(p.hidden, ReadCount(m, "hidden", -1));
+  TESSERA_ASSIGN_OR_RETURN(p.seq, ReadCount(m, "seq", -1));
+  TESSERA_ASSIGN_OR_RETURN(p.vocab, ReadCount(m, "vocab", -1));
+  TESSERA_RETURN_IF_ERROR(m.Finish());
+  TESSERA_ASSIGN_OR_RETURN(TomlTable par, t.Table("parallel"));
+  TESSERA_ASSIGN_OR_RETURN(p.dp, ReadCount(par, "dp", 1));
+  TESSERA_ASSIGN_OR_RETURN(p.tp, ReadCount(par, "tp", 1));
+  TESSERA_ASSIGN_OR_RETURN(p.pp, ReadCount(par, "pp", 1));
+  TESSERA_ASSIGN_OR_RETURN(p.micro_batch, ReadCount(par, "micro_batch", 1));
+  TESSERA_ASSIGN_OR_RETURN(p.global_batch, ReadCount(par, "global_batch", -1));
+  TESSERA_ASSIGN_OR_RETURN(std::string schedule, par.String("schedule", "1f1b"));
+  if (schedule != "1f1b" && schedule != "gpipe") return par.Error("schedule", "must be 1f1b or gpipe");
+  p.one_f_one_b = schedule == "1f1b";
+  TESSERA_ASSIGN_OR_RETURN(std::string precision, par.String("precision", "bf16"));
+  if (precision == "bf16") {
+    p.precision = Precision::kBf16;
+  } else if (precision == "fp8") {
+    p.precision = Precision::kFp8;
+  } else if (precision == "fp32") {
+    p.precision = Precision::kFp32;
+  } else {
+    return par.Error("precision", "must be fp32, bf16 or fp8");
+  }
+  if (p.global_batch % (p.dp * p.micro_batch) != 0) {
+    return par.Error("global_batch", fmt::format("{} is not a multiple of dp x micro_batch = {}", p.global_batch,
+                                                 p.dp * p.micro_batch));
+  }
+  if (p.layers % p.pp != 0) return par.Error("pp", fmt::format("{} layers do not split into {} stages", p.layers, p.pp));
+  TESSERA_RETURN_IF_ERROR(par.Finish());
+  if (t.Has("efficiency")) {
+    TESSERA_ASSIGN_OR_RETURN(TomlTable e, t.Table("efficiency"));
+    TESSERA_ASSIGN_OR_RETURN(p.efficiency.max_efficiency, e.Number("max", p.efficiency.max_efficiency));
+    TESSERA_ASSIGN_OR_RETURN(p.efficiency.half_work_flops, e.Number("half_work_gflop", 2.0));
+    p.efficiency.half_work_flops *= 1e9;
+    if (p.efficiency.max_efficiency <= 0 || p.efficiency.max_efficiency > 1) {
+      return e.Error("max", "must be in (0, 1]");
+    }
+    TESSERA_RETURN_IF_ERROR(e.Finish());
+  }
+  TESSERA_RETURN_IF_ERROR(t.Finish());
+  return p;
+}
+
+StatusOr<PlanSpec> LoadPlanSpec(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot open plan '{}'", path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParsePlanSpec(text.str(), path);
+}
+
+StatusOr<StepResult> ReplayStep(const ClusterSpec& c, const PlanSpec& p) {
+  const int d = c.supernode.devices;
+  if (p.Devices() > c.TotalDevices()) {
+    return InvalidArgument("plan needs {} devices (dp {} x tp {} x pp {}); cluster {} has {}", p.Devices(), p.dp, p.tp,
+                           p.pp, c.name, c.TotalDevices());
+  }
+  if (p.tp > d || d % p.tp != 0) {
+    return InvalidArgument("tp {} must divide the {} devices of a super-node (tensor parallelism stays inside one)",
+                           p.tp, d);
+  }
+  const int m = p.MicroBatches();
+  const int layers = p.layers / p.pp;
+  const double b = p.micro_batch, s = p.seq, h = p.hidden, v = p.vocab, bf = 2;
+  // Per layer, per tp rank.
+  const double f_layer = 24 * b * s * h * h * (1 + s / (6 * h)) / p.tp;
+  const double w_layer = 12 * h * h * bf / p.tp;
+  const double act = b * s * h * bf;
+  auto compute = [&](double flops, double bytes) {
+    return RooflineTime(c.device, OpCost{flops, bytes, p.precision}, p.efficiency);
+  };
+  const double tp_ar = p.tp > 1 ? EstimateCollective(c, CollectiveKind::kAllReduce, act,
+                                                     GroupLayout::Contiguous(c, p.tp)).time_s
+                                : 0;
+  const double fwd_layer = compute(f_layer, w_layer) + 2 * tp_ar;
+  const double bwd_layer = compute(2 * f_layer, 2 * w_layer) + 2 * tp_ar;
+  const double head_fwd = compute(2 * b * s * h * v / p.tp, h * v * bf / p.tp);
+  const double head_bwd = compute(4 * b * s * h * v / p.tp, 2 * h * v * bf / p.tp);
+  const bool p2p_local = static_cast<int64_t>(p.tp) * p.dp < d;
+  const double p2p = EstimateP2P(c, act, p2p_local);
+  // Data parallelism: dp ranks at stride tp; a super-node holds d/tp of them.
+  const int dp_local = std::max(1, std::min(p.dp, d / p.tp));
+  if ((p.dp + dp_local - 1) / dp_local > c.supernodes) {
+    return InvalidArgument("dp {} at {} per super-node needs more than the {} super-nodes", p.dp, dp_local,
+                           c.supernodes);
+  }
+  StepResult r;
+  r.tp_comm_s = 4.0 * tp_ar * layers * m;
+  std::vector<Task> tasks;
+  auto add = [&](std::string name, int stage, Stream stream, double dur, std::vector<int> deps) {
+    tasks.push_back(Task{std::move(name), stage, stream, dur, std::move(deps)});
+    return static_cast<int>(tasks.size()) - 1;
+  };
+  std::vector<std::vector<int>> fwd(p.pp, std::vector<int>(m)), bwd = fwd, send_f = fwd, send_b = fwd;
+  std::vector<std::vector<int>> order(p.pp * kStreams);  // per stage and stream: task ids in issue order
+  auto stream_of = [&](int stage, Stream st) -> std::vector<int>& { return order[stage * kStreams + st]; };
+  // Create the tasks (dependencies on tasks of other stages are filled in below).
+  for (int st = 0; st < p.pp; ++st) {
+    const bool last = st == p.pp - 1;
+    for (int i = 0; i < m; ++i) {
+      fwd[st][i] = add(fmt::format("F{}", i), st, kCompute, layers * fwd_layer + (last ? head_fwd : 0), {});
+      bwd[st][i] = add(fmt::format("B{}", i), st, kCompute, layers * bwd_layer + (last ? head_bwd : 0), {fwd[st][i]});
+      send_f[st][i] = last ? -1 : add(fmt::format("send F{}", i), st, kSendNext, p2p, {fwd[st][i]});
+      send_b[st][i] = st == 0 ? -1 : add(fmt::format("send B{}", i), st, kSendPrev, p2p, {bwd[st][i]});
+    }
+  }
+  for (int st = 0; st < p.pp; ++st) {
+    for (int i = 0; i < m; ++i) {
+      if (st > 0) tasks[fwd[st][i]].deps.push_back(send_f[st - 1][i]);
+      if (st < p.pp - 1) tasks[bwd[st][i]].deps.push_back(send_b[st + 1][i]);
+    }
+    // Compute order: 1F1B or GPipe.
+    std::vector<int>& comp = stream_of(st, kCompute);
+    const int warm = p.one_f_one_b ? std::min(p.pp - st - 1, m) : m;
+    for (int i = 0; i < warm; ++i) comp.push_back(fwd[st][i]);
+    for (int i = 0; i < m - warm; ++i) {
+      comp.push_back(fwd[st][warm + i]);
+      comp.push_back(bwd[st][i]);
+    }
+    for (int i = m - warm; i < m; ++i) comp.push_back(bwd[st][i]);
+    for (int id : comp) {
+      const bool is_fwd = tasks[id].name[0] == 'F';
+      const int i = std::stoi(tasks[id].name.substr(1));
+      if (is_fwd && send_f[st][i] >= 0) stream_of(st, kSendNext).push_back(send_f[st][i]);
+      if (!is_fwd && send_b[st][i] >= 0) stream_of(st, kSendPrev).push_back(send_b[st][i]);
+    }
+    // Gradients: all-reduce over dp after the last backward, then the optimizer.
+    double params = 12.0 * layers * h * h + ((st == 0 || st == p.pp - 1) ? v * h : 0);
+    double grad_bytes = params * bf / p.tp;
+    double ar = p.dp > 1 ? EstimateCollective(c, CollectiveKind::kAllReduce, grad_bytes,
+                                              GroupLayout{p.dp, dp_local}).time_s
+                         : 0;
+    if (st == 0) r.dp_comm_s = ar;
+    int ar_id = add("dp all-reduce", st, kDataParallel, ar, {comp.back()});
+    stream_of(st, kDataParallel).push_back(ar_id);
+    int opt = add("optimizer", st, kCompute, 2 * 16 * params / p.tp / c.device.hbm_bw, {ar_id});
+    comp.push_back(opt);
+  }
+  // List scheduling: each stream runs its tasks in order, each when its dependencies are done.
+  std::vector<size_t> head(order.size(), 0);
+  std::vector<double> free_at(order.size(), 0);
+  size_t done = 0;
+  while (done < tasks.size()) {
+    bool progress = false;
+    for (size_t q = 0; q < order.size(); ++q) {
+      while (head[q] < order[q].size()) {
+        Task& t = tasks[order[q][head[q]]];
+        double ready = free_at[q];
+        bool ok = true;
+        for (int dep : t.deps) {
+          if (tasks[dep].end < 0) {
+            ok = false;
+            break;
+          }
+          ready = std::max(ready, tasks[dep].end);
+        }
+        if (!ok) break;
+        t.start = ready;
+        t.end = ready + t.duration;
+        free_at[q] = t.end;
+        ++head[q];
+        ++done;
+        progress = true;
+      }
+    }
+    if (!progress) return Internal("step replay deadlocked with {} of {} tasks done", done, tasks.size());
+  }
+  for (const Task& t : tasks) {
+    r.step_time_s = std::max(r.step_time_s, t.end);
+    r.trace.push_back(TraceEvent{t.name, t.stage, static_cast<int>(t.stream), t.start, t.end});
+  }
+  // Bubble: idle share of the busiest compute stream until the pipeline flush
+  // (the last backward anywhere).
+  double flush = 0;
+  for (const Task& t : tasks) {
+    if (t.stream == kCompute && t.name[0] == 'B') flush = std::max(flush, t.end);
+  }
+  for (int st = 0; st < p.pp; ++st) {
+    double busy = 0;
+    for (int id : stream_of(st, kCompute)) {
+      if (tasks[id].name[0] != 'o') busy += tasks[id].duration;
+    }
+    if (busy > r.compute_s) {
+      r.compute_s = busy;
+      r.bubble_fraction = flush > 0 ? 1 - busy / flush : 0;
+    }
+  }
+  r.mfu = p.StepFlops() / (p.Devices() * c.device.PeakFlops(p.precision) * r.step_time_s);
+  return r;
+}
+
+std::string ChromeTraceJson(const StepResult& r) {
+  static const char* kStreamNames[kStreams] = {"compute", "send to next stage", "data-parallel", "send to previous"};
+  std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+  int max_stage = 0;
+  for (const TraceEvent& e : r.trace) max_stage = std::max(max_stage, e.stage);
+  for (int st = 0; st <= max_stage; ++st) {
+    out += fmt::format("{{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": {}, \"args\": {{\"name\": \"stage {}\"}}}},\n",
+                       st, st);
+    for (int q = 0; q < kStreams; ++q) {
+      out += fmt::format("{{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": {}, \"tid\": {}, \"args\": {{\"name\": "
+                         "\"{}\"}}}},\n",
+                         st, q, kStreamNames[q]);
+    }
+  }
+  for (size_t i = 0; i < r.trace.size(); ++i) {
+    const TraceEvent& e = r.trace[i];
+    out += fmt::format("{{\"ph\": \"X\", \"name\": \"{}\", \"pid\": {}, \"tid\": {}, \"ts\": {:.3f}, \"dur\": {:.3f}}}{}\n",
+                       e.name, e.stage, e.stream, e.start_s * 1e6, (e.end_s - e.start_s) * 1e6,
+                       i + 1 < r.trace.size() ? "," : "");
+  }
+  out += "]}\n";
+  return out;
+}
+
+}  // namespace tessera::sim

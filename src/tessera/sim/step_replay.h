@@ -1,0 +1,69 @@
+// Training-step replay: one step of a (hand-written or planner-made) 3D
+// parallel plan on a cluster, as a DAG of compute and communication tasks
+// simulated with overlap, with a Chrome trace-event timeline.
+//
+// Model: a GPT-style transformer (layers, hidden, seq, vocab) split into
+// `pp` equal stages of `tp`-way tensor parallelism, replicated `dp` times;
+// ranks are ordered tp fastest, then dp, then pp (Megatron). Per stage and
+// micro-batch: forward and backward compute (Megatron FLOP counts, 2x for
+// backward, roofline with the efficiency curve), the tensor-parallel
+// all-reduces of each layer on the stage's stream (2 forward, 2 backward,
+// analytic cost over the tp group), activations / gradients sent to the
+// neighbour stage (point-to-point) on the stage's send stream. Schedules:
+// 1F1B (warm-up pp-1-s forwards, steady one-forward-one-backward, cool-down)
+// or GPipe. After its last backward each stage all-reduces its gradients
+// over dp (on a separate communication stream) and then runs the optimizer
+// (memory-bound, 16 bytes per parameter read and written). DP and TP
+// replicas are symmetric, so one pipeline is simulated: the cost is
+// independent of dp. Errors in the plan file name file:line and key.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessera/sim/cluster_spec.h"
+#include "tessera/sim/device_model.h"
+
+namespace tessera::sim {
+
+struct PlanSpec {
+  int layers = 0, hidden = 0, seq = 0, vocab = 0;
+  int dp = 1, tp = 1, pp = 1;
+  int micro_batch = 1, global_batch = 1;
+  bool one_f_one_b = true;  // false: GPipe
+  Precision precision = Precision::kBf16;
+  EfficiencyCurve efficiency;
+
+  int MicroBatches() const { return global_batch / (dp * micro_batch); }
+  int Devices() const { return dp * tp * pp; }
+  // Megatron FLOPs of one step without recompute: 72 B s l h^2 (1 + s/6h) + 6 B s h V.
+  double StepFlops() const;
+  double Parameters() const;  // 12 l h^2 + V h
+};
+
+StatusOr<PlanSpec> LoadPlanSpec(const std::string& path);
+StatusOr<PlanSpec> ParsePlanSpec(const std::string& toml_text, const std::string& source);
+
+struct TraceEvent {
+  std::string name;
+  int stage = 0;
+  int stream = 0;  // 0 compute, 1 pipeline sends, 2 data-parallel communication
+  double start_s = 0, end_s = 0;
+};
+
+struct StepResult {
+  double step_time_s = 0;
+  double compute_s = 0;      // busiest stage's compute (incl. tp comm)
+  double bubble_fraction = 0;  // idle share of the busiest compute stream until the pipeline flush
+  double dp_comm_s = 0;      // one stage's gradient all-reduce
+  double tp_comm_s = 0;      // one stage's tensor-parallel communication per step
+  double mfu = 0;            // model FLOPs / (devices x peak x step time)
+  std::vector<TraceEvent> trace;
+};
+
+// Fails when the plan does not fit the cluster (devices, tp across super-nodes, divisibility).
+StatusOr<StepResult> ReplayStep(const ClusterSpec& cluster, const PlanSpec& plan);
+// Chrome trace-event JSON (open in Perfetto or chrome://tracing).
+std::string ChromeTraceJson(const StepResult& result);
+
+}  // namespace tessera::sim
