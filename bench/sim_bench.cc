@@ -14,6 +14,7 @@
 #include "tessera/sim/cluster_spec.h"
 #include "tessera/sim/collective_cost.h"
 #include "tessera/sim/simulate.h"
+#include "tessera/sim/step_replay.h"
 
 namespace {
 
@@ -90,6 +91,32 @@ void BM_A100HierarchicalAllReduce(benchmark::State& state) {
           Routing::kAdaptive);
 }
 BENCHMARK(BM_A100HierarchicalAllReduce)->Arg(64)->Arg(512)->Arg(3072)->Unit(benchmark::kMillisecond);
+
+// One training step of a 8,192-card plan on the brief's cluster (one pipeline
+// simulated; dp and tp replicas are symmetric).
+void BM_StepReplay8192(benchmark::State& state) {
+  auto plan = ParsePlanSpec(
+      "[model]\nlayers = 128\nhidden = 16384\nseq = 4096\nvocab = 128000\n"
+      "[parallel]\ndp = 64\ntp = 16\npp = 8\nmicro_batch = 1\nglobal_batch = 4096\n",
+      "bench-plan");
+  if (!plan.ok()) {
+    state.SkipWithError(plan.status().ToString().c_str());
+    return;
+  }
+  StepResult r;
+  for (auto _ : state) {
+    auto res = ReplayStep(Preset("ascend950-ubl128"), *plan);
+    if (!res.ok()) {
+      state.SkipWithError(res.status().ToString().c_str());
+      return;
+    }
+    r = std::move(*res);
+  }
+  state.counters["step_time_s"] = r.step_time_s;
+  state.counters["mfu"] = r.mfu;
+  state.counters["tasks"] = static_cast<double>(r.trace.size());
+}
+BENCHMARK(BM_StepReplay8192)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
