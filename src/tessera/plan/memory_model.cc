@@ -89,17 +89,19 @@ double LayerActivationBytes(const ModelSpec& m, const ParallelPlan& p, bool moe_
 }
 
 RankParams ParamsOnRank(const ModelSpec& m, const ParamCounts& c, const ParallelPlan& p, const RankLayers& r) {
-  const double layer_common = static_cast<double>(c.attention_per_layer + c.norms_per_layer);
-  const double shared = static_cast<double>(c.router + m.moe.shared_experts * c.expert);
-  double dense = r.Layers() * layer_common + r.dense_layers * static_cast<double>(c.dense_ffn_per_layer) +
-                 r.moe_layers * shared;
-  if (r.first) dense += static_cast<double>(c.embedding);
+  // Split over tp: attention, dense FFNs, shared experts, embeddings; norms and routers stay whole.
+  double split = r.Layers() * static_cast<double>(c.attention_per_layer) +
+                 r.dense_layers * static_cast<double>(c.dense_ffn_per_layer) +
+                 r.moe_layers * static_cast<double>(m.moe.shared_experts * c.expert);
+  double whole = r.Layers() * static_cast<double>(c.norms_per_layer) + r.moe_layers * static_cast<double>(c.router);
+  if (r.first) split += static_cast<double>(c.embedding);
   if (r.last) {
-    dense += static_cast<double>(c.final_norm + c.output_head);
-    if (m.tied_embeddings && p.pp > 1) dense += static_cast<double>(m.vocab * m.hidden);  // tied copy
+    split += static_cast<double>(c.output_head);
+    whole += static_cast<double>(c.final_norm);
+    if (m.tied_embeddings && p.pp > 1) split += static_cast<double>(m.vocab * m.hidden);  // tied copy
   }
   RankParams rp;
-  rp.dense = dense / p.tp;
+  rp.dense = split / p.tp + whole;
   rp.expert = r.moe_layers * static_cast<double>(m.moe.experts * c.expert) / p.ep;
   return rp;
 }
@@ -111,7 +113,7 @@ int64_t InFlightChunks(const ParallelPlan& p, int rank) {
   return std::min<int64_t>(warm, m * p.vpp);
 }
 
-MemoryBreakdown EstimateMemory(const ModelSpec& m, const ParallelPlan& p) {
+std::vector<MemoryBreakdown> EstimateMemoryPerRank(const ModelSpec& m, const ParallelPlan& p) {
   const ParamCounts c = CountParams(m);
   const std::vector<RankLayers> ranks = LayoutStages(m, p.pp, p.vpp);
   const double dense_act = LayerActivationBytes(m, p, false);
@@ -126,8 +128,10 @@ MemoryBreakdown EstimateMemory(const ModelSpec& m, const ParallelPlan& p) {
   const double shared = static_cast<double>(c.router + m.moe.shared_experts * c.expert);
   const double experts_per_layer = static_cast<double>(m.moe.experts * c.expert);
 
-  MemoryBreakdown best;
-  bool have = false;
+  const bool fp32 = p.state_layout == StateLayout::kFp32Adam;
+  const double weight_bytes = fp32 ? 4 : 2, grad_bytes = fp32 ? 4 : 2, optimizer_bytes = fp32 ? 8 : 12;
+  std::vector<MemoryBreakdown> out;
+  out.reserve(p.pp);
   for (int i = 0; i < p.pp; ++i) {
     const RankLayers& r = ranks[i];
     const RankParams rp = ParamsOnRank(m, c, p, r);
@@ -138,9 +142,9 @@ MemoryBreakdown EstimateMemory(const ModelSpec& m, const ParallelPlan& p) {
     b.rank = i;
     b.params = full;
     const double weight_elems = p.zero >= 3 ? sharded : full;
-    b.weights = 2 * weight_elems + (p.precision == Precision::kFp8 ? weight_elems : 0.0);
-    b.gradients = 2 * (p.zero >= 2 ? sharded : full);
-    const double opt = 12 * (p.zero >= 1 ? sharded : full);
+    b.weights = weight_bytes * weight_elems + (p.precision == Precision::kFp8 ? weight_elems : 0.0);
+    b.gradients = grad_bytes * (p.zero >= 2 ? sharded : full);
+    const double opt = optimizer_bytes * (p.zero >= 1 ? sharded : full);
     if (p.offload_optimizer) {
       b.host = opt;
     } else {
@@ -154,12 +158,15 @@ MemoryBreakdown EstimateMemory(const ModelSpec& m, const ParallelPlan& p) {
                                                           shared / p.tp + experts_per_layer / p.ep);
       b.workspace = std::max(b.workspace, 2 * 2 * layer);  // two layers gathered (prefetch)
     }
-    if (!have || b.Total() > best.Total()) {
-      best = b;
-      have = true;
-    }
+    out.push_back(b);
   }
-  return best;
+  return out;
+}
+
+MemoryBreakdown EstimateMemory(const ModelSpec& m, const ParallelPlan& p) {
+  const std::vector<MemoryBreakdown> ranks = EstimateMemoryPerRank(m, p);
+  return *std::max_element(ranks.begin(), ranks.end(),
+                           [](const MemoryBreakdown& a, const MemoryBreakdown& b) { return a.Total() < b.Total(); });
 }
 
 }  // namespace tessera::plan

@@ -1,7 +1,8 @@
 // Memory model: bytes per device for a model under a parallel plan, from
 // published formulas (docs/plan.md gives each with its source):
 //  - model states (ZeRO paper, mixed-precision Adam, K = 12): bf16 params 2,
-//    bf16 grads 2, fp32 master + Adam moments 12 bytes per parameter;
+//    bf16 grads 2, fp32 master + Adam moments 12 bytes per parameter (or,
+//    StateLayout::kFp32Adam, fp32 params 4, grads 4, moments 8);
 //    ZeRO-1 shards the 12, ZeRO-2 also the grads, ZeRO-3 also the params,
 //    over the data-parallel group (dp for dense weights; the expert-data-
 //    parallel group dp*tp/ep for expert weights). fp8 adds a 1-byte weight
@@ -21,6 +22,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tessera/plan/model_spec.h"
 #include "tessera/plan/parallel_plan.h"
@@ -66,6 +68,8 @@ double LayerActivationBytes(const ModelSpec& m, const ParallelPlan& p, bool moe_
 // its peak.
 int64_t InFlightChunks(const ParallelPlan& p, int rank);
 
+// Memory of every pipeline rank (index = pipeline rank).
+std::vector<MemoryBreakdown> EstimateMemoryPerRank(const ModelSpec& m, const ParallelPlan& p);
 // Memory of the pipeline rank with the largest total.
 MemoryBreakdown EstimateMemory(const ModelSpec& m, const ParallelPlan& p);
 

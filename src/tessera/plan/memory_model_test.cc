@@ -94,9 +94,9 @@ TEST(MemoryModelTest, TrillionRowByHand) {
   ASSERT_TRUE(ValidatePlan(m, p).ok());
   const MemoryBreakdown b = EstimateMemory(m, p);
   const double h = 25600, s = 2048, a = 160, t = 8, V = 51200;
-  // Rank 0: 2 layers + the embedding (tokens + positions), split over 8 TP ranks.
-  const double layer_params = 12 * h * h + 13 * h;
-  const double rank0 = (2 * layer_params + (V + s) * h) / t;
+  // Rank 0: 2 layers (weights 12h² and biases 9h split over the 8 TP ranks, the
+  // two LayerNorms' 4h whole) + the embedding (tokens + positions), split.
+  const double rank0 = (2 * (12 * h * h + 9 * h) + (V + s) * h) / t + 2 * 4 * h;
   // Activations: 2 layers x 64 micro-batches x the 2sbh input, plus one layer
   // recomputed at a time: sbh(10 + 24/t + 5as/(ht)).
   const double acts = 2 * 64 * 2 * s * h + s * h * (10 + 24 / t + 5 * a * s / (h * t));

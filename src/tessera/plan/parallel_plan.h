@@ -35,6 +35,12 @@ StatusOr<Recompute> ParseRecompute(std::string_view text);   // none|selective|f
 StatusOr<Precision> ParsePrecision(std::string_view text);   // bf16|fp8
 StatusOr<Schedule> ParseSchedule(std::string_view text);     // 1f1b|interleaved|zb
 
+// Bytes per parameter of the training state.
+enum class StateLayout {
+  kMixedAdam,  // bf16 weights 2 + bf16 grads 2 + fp32 master and moments 12 (ZeRO paper, Megatron)
+  kFp32Adam,   // fp32 weights 4 + fp32 grads 4 + moments 8 (fp32 training; Tessera's CPU runtime)
+};
+
 struct ParallelPlan {
   int dp = 1;
   int tp = 1;
@@ -52,6 +58,7 @@ struct ParallelPlan {
   bool flash_attention = true;       // no s x s score tensors in memory or HBM traffic
   bool offload_optimizer = false;    // optimizer states (fp32 master + moments) on the host tier
   bool overlap_grad_reduce = true;   // dp gradient reduction overlapped with the last backward
+  StateLayout state_layout = StateLayout::kMixedAdam;
 
   int64_t Devices() const { return static_cast<int64_t>(dp) * tp * pp; }
   int64_t MicroBatches() const { return global_batch / (static_cast<int64_t>(dp) * micro_batch); }
