@@ -140,7 +140,11 @@ std::string FormatSearch(const ModelSpec& m, const sim::ClusterSpec& c, const Se
                          const SearchResult& s, const std::optional<RunCost>& best_cost) {
   std::string out = fmt::format("searched {} plans for {} on {} cards of {}: {} fit in memory ({:.3f} s)\n",
                                 s.candidates, m.name, o.devices, c.name, s.feasible, s.wall_s);
-  if (s.top.empty()) return out + "no plan fits: add devices, or allow offload/recompute\n";
+  if (s.candidates == 0) {
+    return out + "no plan decomposes these cards for this model and batch: dp must divide the global batch, tp "
+                 "the heads (and kv heads, FFN), tp fit in a super-node, pp not exceed the layers\n";
+  }
+  if (s.top.empty()) return out + "no plan fits in memory: add devices, or allow offload\n";
   out += fmt::format("{:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>3} {:>4} {:>10} {:>5} {:>12} {:>10} {:>8} {:>7} {:>7} {:>8}\n",
                      "rank", "dp", "tp", "pp", "vpp", "ep", "mb", "zero", "recompute", "prec", "schedule",
                      "step_s", "TF/s", "MFU", "bubble", "mem_GB");
