@@ -5,6 +5,7 @@
 
 #include "tessera/plan/stage_layout.h"
 #include "tessera/sim/collective_cost.h"
+#include "tessera/sim/device_model.h"
 
 namespace tessera::plan {
 namespace {
@@ -213,7 +214,8 @@ StatusOr<StepBreakdown> Evaluator::Run() const {
     }
     const double local = p_.zero >= 1 ? rp.Sharded(p_) : rp.dense + rp.expert;
     double opt = Bytes(28 * local);  // Adam: read master, m, v (fp32) + grad; write master, m, v + bf16 param
-    if (p_.offload_optimizer) opt = 4 * local / c_.device.ddr_link_bw;  // grads down, params up (bf16)
+    // Offloaded: bf16 grads down and bf16 params up, concurrently (the host link is full duplex).
+    if (p_.offload_optimizer) opt = sim::OffloadTime(c_.device, 2 * local);
     optimizer = std::max(optimizer, opt);
   }
 
