@@ -3,6 +3,7 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CONFIG ?= configs/train/default.toml
+NPROC ?= 8
 
 .PHONY: deps configure build run test bench clean
 
@@ -16,7 +17,7 @@ build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 run: build
-	$(BUILD_DIR)/bin/tessera train $(CONFIG)
+	$(BUILD_DIR)/bin/tessera launch --nproc $(NPROC) -- $(BUILD_DIR)/bin/tessera train $(CONFIG)
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)

@@ -12,6 +12,8 @@ CONFIG=${1:-configs/train/default.toml}
 STEPS=${2:-40}
 REPEATS=${3:-3}
 BIN=${BIN:-build/bin/tessera}
+# The default config is laid out for 8 ranks: this compares one process.
+SINGLE="--set parallel.dp=1 --set parallel.tp=1 --set parallel.pp=1 --set parallel.ep=1 --set train.micro_batch=32"
 PY=/usr/bin/python3
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -19,7 +21,8 @@ trap 'rm -rf "$TMP"' EXIT
 json() { "$PY" -c "import json,sys;print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$@"; }
 
 tessera_tps() {  # threads
-  "$BIN" train "$CONFIG" --plain --set train.steps="$STEPS" --set eval.every=0 --set eval.samples=8 \
+  # shellcheck disable=SC2086
+  "$BIN" train "$CONFIG" --plain $SINGLE --set train.steps="$STEPS" --set eval.every=0 --set eval.samples=8 \
     --set train.threads="$1" --set train.out_dir="$TMP/runs" --set name=bench >/dev/null
   json "$TMP/runs/bench/summary.json" tokens_per_s
 }

@@ -11,6 +11,7 @@ Usage: torch_gpt.py CONFIG.toml BATCHES.bin --steps N [--threads T] [--warmup W]
 """
 import argparse
 import json
+import os
 import math
 import struct
 import sys
@@ -194,6 +195,16 @@ def main():
     else:
         moe_layers = set()
     model = Gpt(mcfg, moe_layers)
+    # Under torchrun (WORLD_SIZE > 1): DistributedDataParallel over Gloo, each
+    # rank taking its share of every global batch (the data-parallel
+    # baseline for bench/compare_torch_ddp.sh).
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        # MoE experts that receive no token in a step have no gradient.
+        model = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=bool(moe_layers))
     tr = cfg.get("train", {})
     opt = torch.optim.AdamW(model.parameters(), lr=tr.get("lr", 1e-3), weight_decay=tr.get("weight_decay", 0.1),
                             betas=(tr.get("beta1", 0.9), tr.get("beta2", 0.95)))
@@ -201,6 +212,9 @@ def main():
     tokens, elapsed, losses = 0, 0.0, []
     for step in range(args.warmup + args.steps):
         ids, tg = batches[step % len(batches)]
+        if world > 1:
+            share = ids.shape[0] // world
+            ids, tg = ids[rank * share:(rank + 1) * share], tg[rank * share:(rank + 1) * share]
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss, ce = model(ids, tg)
@@ -210,9 +224,11 @@ def main():
         dt = time.perf_counter() - t0
         if step >= args.warmup:
             elapsed += dt
-            tokens += ids.numel()
+            tokens += ids.numel() * world
         losses.append(float(ce))
-    print(json.dumps({"framework": f"pytorch {torch.__version__}", "threads": args.threads,
+    if rank != 0:
+        return
+    print(json.dumps({"framework": f"pytorch {torch.__version__}", "threads": args.threads, "world": world,
                       "steps": args.steps, "tokens_per_s": tokens / elapsed,
                       "step_ms": 1000 * elapsed / args.steps, "losses": losses,
                       "params": sum(p.numel() for p in model.parameters())}))

@@ -341,7 +341,8 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
     if (!std::isfinite(loss)) {
       return Aborted("training loss became {} at step {} (lower train.lr or enable train.grad_clip)", loss, step);
     }
-    if (kInjectOverflowStep.Get() == step) zero_->ScaleGradients(std::numeric_limits<double>::infinity());
+    const int64_t inject = options_.inject_overflow_step > 0 ? options_.inject_overflow_step : kInjectOverflowStep.Get();
+    if (inject == step) zero_->ScaleGradients(std::numeric_limits<double>::infinity());
     TESSERA_ASSIGN_OR_RETURN(double scaled_norm, GlobalGradNorm());
     const double grad_norm = scaled_norm / loss_scale_;
     const double lr = sched.LearningRate(step - 1);

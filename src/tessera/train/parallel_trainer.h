@@ -35,6 +35,9 @@ namespace tessera::train {
 struct ParallelTrainerOptions {
   TrainerOptions base;
   int64_t trace_step = 0;  // > 0: write trace.json of this step
+  // Fault injection (tests): poison one gradient with inf at this step
+  // (0: the TESSERA_INJECT_GRAD_OVERFLOW_STEP knob, default never).
+  int64_t inject_overflow_step = 0;
 };
 
 class ParallelTrainer {
@@ -53,6 +56,7 @@ class ParallelTrainer {
   const parallel::DeviceMesh& mesh() const { return *mesh_; }
   // Per-step mean training loss of the run so far (every rank).
   const std::vector<double>& losses() const { return losses_; }
+  double loss_scale() const { return loss_scale_; }  // fp16 dynamic loss scale (1 otherwise)
 
  private:
   ParallelTrainer(const TrainConfig& config, comm::Communicator& world, const ParallelTrainerOptions& options)

@@ -241,6 +241,39 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"dp2_bf16", {"parallel.dp=2", "train.precision=\"bf16\""}}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
+TEST(ParallelTrainer, Fp16LossScalingSkipsAnOverflowingStep) {
+  // fp16 compute with dynamic loss scaling; an inf injected into the
+  // gradients at step 2 must skip that update on every rank and halve the
+  // scale, and training goes on with finite losses and parameters.
+  const TrainConfig config = Load({"parallel.dp=2", "train.precision=\"fp16\"", "train.steps=4",
+                                   "train.loss_scale=1024"});
+  std::mutex mu;
+  comm::testing::RunRanks(2, comm::testing::TestOptions(), [&](int rank, comm::Communicator& comm) {
+    ParallelTrainerOptions o;
+    o.base = QuietOptions();
+    o.inject_overflow_step = 2;
+    auto trainer = ParallelTrainer::Create(config, comm, o);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+    TrainSummary s;
+    Status st = (*trainer)->Run(&s);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(s.skipped_steps, 1) << "rank " << rank;
+    EXPECT_EQ((*trainer)->loss_scale(), 512.0) << "rank " << rank;
+    for (double loss : (*trainer)->losses()) EXPECT_TRUE(std::isfinite(loss));
+    auto params = (*trainer)->LocalParameters();
+    ASSERT_TRUE(params.ok());
+    for (auto& [name, t] : *params) {
+      for (float v : t.ToFloatVector()) ASSERT_TRUE(std::isfinite(v)) << name;
+    }
+  });
+  // The same run without the overflow matches the fp32 run loosely (fp16
+  // activations).
+  RunResult fp32 = SingleProcess({"train.steps=4"});
+  RunResult fp16 = Parallel({"parallel.dp=2", "train.precision=\"fp16\"", "train.steps=4", "train.loss_scale=1024"});
+  ExpectMatches(fp32, fp16, 2e-2, "fp16 vs fp32");
+}
+
 TEST(ParallelTrainer, MismatchedMeshIsAClearError) {
   TrainConfig config = Load({"parallel.tp=2"});
   comm::testing::RunRanks(1, comm::testing::TestOptions(), [&](int, comm::Communicator& comm) {
