@@ -317,7 +317,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   hal::CpuDevice().allocator().ResetPeak();
   stage_->model().SetTraining(true);
   const auto start = Clock::now();
-  double timed_s = 0, comm_s = 0, compute_s = 0, step_total_s = 0, bubble_sum = 0;
+  double timed_s = 0, comm_s = 0, compute_s = 0, bubble_sum = 0, sync_s = 0;
   int64_t bubble_steps = 0;
   int64_t timed_tokens = 0, skipped = 0;
   EvalResult last_eval;
@@ -328,6 +328,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   const int64_t timeline_step = options_.trace_step > 0 ? std::min(options_.trace_step, t.steps) : std::min<int64_t>(2, t.steps);
   for (int64_t step = 1; step <= t.steps; ++step) {
     const auto s0 = Clock::now();
+    const double sync0 = zero_->comm_wait_seconds();  // gradient reductions + parameter gathers
     parallel::StepResult res;
     TESSERA_RETURN_IF_ERROR(step_->Run(MicroBatches(step, static_cast<float>(loss_scale_)), &res));
     // Loss: cross-entropy from the last stage's tp rank 0; aux from every
@@ -372,9 +373,10 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
     if (step > 1 || t.steps == 1) {
       timed_s += step_s;
       timed_tokens += tokens_per_step;
-      comm_s += res.comm_wait_s;
+      const double step_sync = zero_->comm_wait_seconds() - sync0;
+      sync_s += step_sync;
+      comm_s += res.p2p_wait_s + step_sync;
       compute_s += res.compute_s;
-      step_total_s += res.step_s;
       bubble_sum += res.bubble_fraction;
       ++bubble_steps;
     }
@@ -418,10 +420,11 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
                               static_cast<double>(zm.gradients),
                               static_cast<double>(zm.optimizer_state),
                               static_cast<double>(zm.offloaded_optimizer_state),
-                              step_total_s > 0 ? comm_s / step_total_s : 0.0,
+                              timed_s > 0 ? comm_s / timed_s : 0.0,
                               compute_s,
                               static_cast<double>(mesh_->coord().pp),
-                              bubble_steps > 0 ? bubble_sum / bubble_steps : 0.0};
+                              bubble_steps > 0 ? bubble_sum / bubble_steps : 0.0,
+                              timed_s > 0 ? sync_s / timed_s : 0.0};
   const size_t k = mine.size();
   std::vector<double> all(k * world);
   TESSERA_RETURN_IF_ERROR(
@@ -445,7 +448,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   s.run_dir = record ? run_dir : "";
   nlohmann::json ranks = nlohmann::json::array();
   std::vector<double> stage_compute(pc.pp, 0.0);
-  double comm_fraction_sum = 0, bubble_fraction_sum = 0;
+  double comm_fraction_sum = 0, bubble_fraction_sum = 0, sync_fraction_sum = 0;
   for (int r = 0; r < world; ++r) {
     const double* v = &all[r * k];
     s.peak_memory_bytes = std::max<int64_t>(s.peak_memory_bytes, static_cast<int64_t>(v[0]));
@@ -457,9 +460,11 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
                      {"optimizer_state_bytes", static_cast<int64_t>(v[3])},
                      {"offloaded_optimizer_state_bytes", static_cast<int64_t>(v[4])},
                      {"activations_and_buffers_bytes", std::max<int64_t>(0, static_cast<int64_t>(v[0] - training_state))},
-                     {"comm_fraction", v[5]}});
+                     {"comm_fraction", v[5]},
+                     {"param_sync_fraction", v[9]}});
     comm_fraction_sum += v[5];
     bubble_fraction_sum += v[8];
+    sync_fraction_sum += v[9];
     stage_compute[static_cast<int>(v[7])] = std::max(stage_compute[static_cast<int>(v[7])], v[6]);
   }
   const double max_stage = *std::max_element(stage_compute.begin(), stage_compute.end());
@@ -471,6 +476,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
                 {"schedule", pc.schedule},
                 {"recompute", pc.recompute},
                 {"comm_fraction", comm_fraction_sum / world},
+                {"param_sync_fraction", sync_fraction_sum / world},
                 {"bubble_fraction", bubble_fraction_sum / world},
                 {"stage_compute_s", stage_compute},
                 {"stage_balance_spread", max_stage > 0 ? (max_stage - min_stage) / max_stage : 0.0},
@@ -512,10 +518,11 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   }
   message(fmt::format(
       "done: {} steps in {:.1f}s | final loss {:.4f} | eval loss {:.4f} | {} {:.4f} (chance {:.4f}) | "
-      "{:.0f} tokens/s | MFU {:.1f}% | comm {:.1f}% of step | bubble {:.1f}% | peak memory {:.1f} MiB (max over "
-      "ranks){}",
+      "{:.0f} tokens/s | MFU {:.1f}% | comm {:.1f}% of step (parameter sync {:.1f}%) | bubble {:.1f}% | peak memory "
+      "{:.1f} MiB (max over ranks){}",
       s.steps, s.wall_s, s.final_loss, s.eval.loss, s.metric_name, s.eval.metric, s.chance_metric, s.tokens_per_s,
-      100 * s.mfu, 100 * comm_fraction_sum / world, 100 * bubble_fraction_sum / world, s.peak_memory_bytes / 1048576.0,
+      100 * s.mfu, 100 * comm_fraction_sum / world, 100 * sync_fraction_sum / world, 100 * bubble_fraction_sum / world,
+      s.peak_memory_bytes / 1048576.0,
       record ? " | " + run_dir + "/summary.json, report.html" : ""));
   if (summary != nullptr) *summary = s;
   return Status::Ok();
