@@ -238,6 +238,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"dp2_tp2_pp2_ep2_zero1", {"parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "parallel.ep=2",
                                        "parallel.zero=1", "parallel.sequence_parallel=true"}},
         Case{"dp2_pp2_tp2_no_accumulation", {"parallel.dp=2", "parallel.pp=2", "parallel.tp=2", "train.micro_batch=4"}},
+        Case{"dp2_offload", {"parallel.dp=2", "parallel.zero=1", "train.offload_optimizer=true"}},
         Case{"dp2_bf16", {"parallel.dp=2", "train.precision=\"bf16\""}}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
@@ -272,6 +273,32 @@ TEST(ParallelTrainer, Fp16LossScalingSkipsAnOverflowingStep) {
   RunResult fp32 = SingleProcess({"train.steps=4"});
   RunResult fp16 = Parallel({"parallel.dp=2", "train.precision=\"fp16\"", "train.steps=4", "train.loss_scale=1024"});
   ExpectMatches(fp32, fp16, 2e-2, "fp16 vs fp32");
+}
+
+TEST(ParallelTrainer, DeviceMemoryLimitOffloadsOptimizerStateOrStops) {
+  // A budget below the training state moves the optimizer state to the host
+  // tier (the summary shows it there); one below parameters + gradients is
+  // a clear error before training starts.
+  const TrainConfig fits = Load({"parallel.dp=2", "train.device_memory_limit=600000", "train.steps=1"});
+  comm::testing::RunRanks(2, comm::testing::TestOptions(), [&](int rank, comm::Communicator& comm) {
+    ParallelTrainerOptions o;
+    o.base = QuietOptions();
+    auto trainer = ParallelTrainer::Create(fits, comm, o);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+    TrainSummary s;
+    ASSERT_TRUE((*trainer)->Run(&s).ok());
+    const auto& r = s.parallel["ranks"][rank];
+    EXPECT_EQ(r["optimizer_state_bytes"].get<int64_t>(), 0);
+    EXPECT_GT(r["offloaded_optimizer_state_bytes"].get<int64_t>(), 0);
+  });
+  const TrainConfig tiny = Load({"parallel.dp=2", "train.device_memory_limit=1000"});
+  comm::testing::RunRanks(2, comm::testing::TestOptions(), [&](int, comm::Communicator& comm) {
+    auto trainer = ParallelTrainer::Create(tiny, comm, {});
+    ASSERT_FALSE(trainer.ok());
+    EXPECT_EQ(trainer.status().code(), StatusCode::kResourceExhausted);
+    EXPECT_NE(trainer.status().ToString().find("train.device_memory_limit = 1000"), std::string::npos)
+        << trainer.status().ToString();
+  });
 }
 
 TEST(ParallelTrainer, MismatchedMeshIsAClearError) {
