@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data-parallel training throughput: Tessera on 2 ranks (parallel.dp = 2,
 # `tessera launch`) vs PyTorch 1.13 DistributedDataParallel over Gloo on 2
-# processes (torchrun), same model, same global batches, one thread per
+# processes (torchrun-style environment), same model, same global batches, one thread per
 # rank, in one run.
 #   bench/compare_torch_ddp.sh [CONFIG] [STEPS] [REPEATS]
 # Prints each repeat and the median tokens/s of both and their ratio.
@@ -29,10 +29,18 @@ tessera_tps() {
 }
 
 torch_tps() {
-  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
-    /usr/bin/torchrun --standalone --nproc_per_node 2 bench/torch_gpt.py "$CONFIG" "$TMP/batches.bin" \
-    --steps $((STEPS - 3)) --warmup 3 --threads 1 2>/dev/null | grep '^{' > "$TMP/torch.json"
-  json "$TMP/torch.json" tokens_per_s
+  # Two processes with torchrun's environment (Debian's torchrun 1.13 fails
+  # in its output redirection, so they are started here); rank 0 prints.
+  local port
+  port=$("$PY" -c "import socket;s=socket.socket();s.bind(('127.0.0.1',0));print(s.getsockname()[1])")
+  for r in 1 0; do
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 RANK=$r LOCAL_RANK=$r \
+      WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+      "$PY" bench/torch_gpt.py "$CONFIG" "$TMP/batches.bin" --steps $((STEPS - 3)) --warmup 3 --threads 1 \
+      > "$TMP/torch.$r.json" &
+  done
+  wait
+  json "$TMP/torch.0.json" tokens_per_s
 }
 
 "$BIN" data export "$CONFIG" --steps "$STEPS" --out "$TMP/batches.bin" >/dev/null
