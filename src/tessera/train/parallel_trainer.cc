@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <thread>
 
@@ -58,31 +59,52 @@ nlohmann::json TimelineJson(const std::vector<parallel::TimelineEvent>& events) 
 }
 
 // Seconds of forward + backward of each block on one micro-batch (best of
-// three), on a model built like the run's.
+// three), on a model built like the run's; the embedding's cost is added to
+// the first block and the head + loss's to the last, as those stages run
+// them.
 StatusOr<std::vector<double>> MeasureLayerCosts(const TrainConfig& config, const data::Dataset& dataset) {
   TESSERA_ASSIGN_OR_RETURN(auto gpt, models::Gpt::Create(config.model));
   data::Batch batch = dataset.TrainBatch(0, config.train.micro_batch);
+  auto timed = [](const std::function<void()>& fn) {
+    double best = 1e300;
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto t0 = Clock::now();
+      fn();
+      best = std::min(best, Seconds(t0, Clock::now()));
+    }
+    return best;
+  };
   Tensor x;
-  {
-    graph::NoGradGuard no_grad;
+  const double embed = timed([&] {
+    graph::Tape tape;
+    graph::TapeScope scope(tape);
     x = gpt->Embed(batch.inputs, 0);
-  }
-  std::vector<double> costs(config.model.n_layers, 1e300);
-  for (int rep = 0; rep < 3; ++rep) {
-    for (int i = 0; i < config.model.n_layers; ++i) {
+    tape.Backward({x}, {Tensor::Full(x.shape(), 1e-3, x.dtype())});
+  });
+  x = graph::Detach(x);
+  const int n = config.model.n_layers;
+  std::vector<double> costs(n);
+  for (int i = 0; i < n; ++i) {
+    costs[i] = timed([&] {
       Tensor in = graph::Detach(x);
       in.set_requires_grad(true);
-      const auto t0 = Clock::now();
       graph::Tape tape;
-      {
-        graph::TapeScope scope(tape);
-        Tensor aux;
-        Tensor y = gpt->block(i).Forward(in, true, 0, &aux);
-        tape.Backward({y}, {Tensor::Full(y.shape(), 1e-3, y.dtype())});
-      }
-      costs[i] = std::min(costs[i], Seconds(t0, Clock::now()));
-    }
+      graph::TapeScope scope(tape);
+      Tensor aux;
+      Tensor y = gpt->block(i).Forward(in, true, 0, &aux);
+      tape.Backward({y}, {Tensor::Full(y.shape(), 1e-3, y.dtype())});
+    });
   }
+  const double head = timed([&] {
+    Tensor in = graph::Detach(x);
+    in.set_requires_grad(true);
+    graph::Tape tape;
+    graph::TapeScope scope(tape);
+    Tensor loss = graph::CrossEntropy(gpt->Head(in), batch.targets);
+    tape.Backward({loss}, {Tensor()});
+  });
+  costs.front() += embed;
+  costs.back() += head;
   return costs;
 }
 
@@ -482,6 +504,12 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
                 {"stage_balance_spread", max_stage > 0 ? (max_stage - min_stage) / max_stage : 0.0},
                 {"layers_per_chunk", stage_->first_layer()},
                 {"measured_layer_costs_s", layer_costs_},
+                {"predicted_stage_spread",
+                 layer_costs_.empty()
+                     ? 0.0
+                     : parallel::UtilizationSpread(parallel::PartCosts(
+                           layer_costs_, std::vector<int>(stage_->first_layer().begin(),
+                                                          stage_->first_layer().end() - 1)))},
                 {"ranks", ranks}};
   TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> timelines,
                            AllGatherStrings(world_, TimelineJson(traced.timeline).dump()));
