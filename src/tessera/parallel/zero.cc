@@ -294,15 +294,23 @@ Status ZeroOptimizer::Step(double lr) {
     b.reducing = false;
     b.reduced = false;
     if ((options_.stage == 1 || options_.stage == 2) && b.size > 1) {
+      // In place; runs while the next buckets are updated.
       float* full = static_cast<float*>(b.full_params->data());
-      const auto t0 = Clock::now();
-      Status st =
-          b.spec.group->AllGather(full + b.rank * b.shard, full, b.shard, comm::DataType::kFloat32);
-      comm_wait_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
-      if (!st.ok()) return st.WithContext(fmt::format("gathering the updated parameters of '{}'", b.spec.name));
+      b.grad_work = b.spec.group->AllGatherAsync(full + b.rank * b.shard, full, b.shard, comm::DataType::kFloat32);
     }
   }
-  return Status::Ok();
+  Status first;
+  const auto t0 = Clock::now();
+  for (auto& bp : buckets_) {
+    if (!bp->grad_work.valid()) continue;
+    Status st = bp->grad_work.Wait();
+    bp->grad_work = comm::Work();
+    if (!st.ok() && first.ok()) {
+      first = st.WithContext(fmt::format("gathering the updated parameters of '{}'", bp->spec.name));
+    }
+  }
+  comm_wait_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  return first;
 }
 
 Status ZeroOptimizer::DiscardGradients() {

@@ -27,7 +27,8 @@
 //                       this rank updates — the whole bucket at stage 0,
 //                       its shard at stages 1–3 — then (stages 1–2) an
 //                       all-gather of the updated shards into the flat
-//                       parameter buffer. Optimizer state exists only for
+//                       parameter buffer (asynchronous: bucket b's gather
+//                       runs while bucket b+1 is updated). Optimizer state exists only for
 //                       those elements.
 //   Gather(b)/Release(b) stage 3 only: parameters live as shards; Gather
 //                       all-gathers bucket b's full parameters (the
