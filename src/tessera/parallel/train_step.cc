@@ -15,24 +15,15 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Appends a timeline event for the work `fn` does.
+// Runs fn and appends a timeline event for it; adds its duration to *total.
 template <typename Fn>
-auto Timed(std::vector<TimelineEvent>& timeline, Clock::time_point step_start, std::string name, const char* category,
+void Timed(std::vector<TimelineEvent>& timeline, Clock::time_point step_start, std::string name, const char* category,
            double* total, Fn&& fn) {
   const auto t0 = Clock::now();
-  auto finish = [&] {
-    const double d = Since(t0);
-    timeline.push_back({std::move(name), category, std::chrono::duration<double>(t0 - step_start).count(), d});
-    if (total != nullptr) *total += d;
-  };
-  if constexpr (std::is_void_v<decltype(fn())>) {
-    fn();
-    finish();
-  } else {
-    auto r = fn();
-    finish();
-    return r;
-  }
+  fn();
+  const double d = Since(t0);
+  timeline.push_back({std::move(name), category, std::chrono::duration<double>(t0 - step_start).count(), d});
+  *total += d;
 }
 
 }  // namespace
