@@ -9,6 +9,8 @@ namespace tessera::sim {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kRelEps = 1e-9;  // tolerance of the max-min check (saturation, largest rate)
+constexpr int kMaxRefills = 16;   // then the whole connected component is re-filled
 
 template <typename T>
 void PushHeap(std::vector<T>& heap, T v) {
@@ -22,13 +24,6 @@ T PopHeap(std::vector<T>& heap) {
   heap.pop_back();
   return v;
 }
-
-struct Share {
-  double share;
-  int link;
-  uint32_t version;
-  bool operator>(const Share& o) const { return share > o.share || (share == o.share && link > o.link); }
-};
 
 }  // namespace
 
@@ -89,13 +84,32 @@ std::vector<int> FlowEngine::route(int flow) const {
 
 void FlowEngine::SetDelay(int flow, double delay_s) { flows_[flow].delay_s = delay_s; }
 
+int FlowEngine::AddTask(double duration_s, double release_s) {
+  TESSERA_CHECK(duration_s >= 0 && !prepared_, "task of {} s", duration_s);
+  Flow f;
+  f.release_s = release_s;
+  f.extra_latency_s = duration_s;
+  f.explicit_route = true;
+  flows_.push_back(f);
+  explicit_links_.emplace_back();
+  dependents_.emplace_back();
+  return num_flows() - 1;
+}
+
 Status FlowEngine::Prepare() {
   prepared_ = true;
   results_.assign(flows_.size(), FlowResult{});
   link_flows_.assign(capacity_.size(), {});
   link_mark_.assign(capacity_.size(), 0);
+  stat_mark_.assign(capacity_.size(), 0);
   flow_mark_.assign(flows_.size(), 0);
+  frozen_mark_.assign(flows_.size(), 0);
+  new_rate_.assign(flows_.size(), 0);
+  new_bottleneck_.assign(flows_.size(), -1);
+  heap_pos_.assign(flows_.size(), -1);
   rem_.assign(capacity_.size(), 0);
+  link_load_.assign(capacity_.size(), 0);
+  link_max_.assign(capacity_.size(), 0);
   cnt_.assign(capacity_.size(), 0);
   routed_on_.assign(capacity_.size(), 0);
   active_pos_.assign(flows_.size(), -1);
@@ -135,6 +149,9 @@ Status FlowEngine::Release(int f, double t) {
 void FlowEngine::Activate(int f) {
   Flow& fl = flows_[f];
   fl.active = true;
+  fl.rate = 0;
+  fl.updated_s = now_;
+  fl.finish_t = kInf;
   active_pos_[f] = static_cast<int>(active_.size());
   active_.push_back(f);
   for (int i = 0; i < fl.num_links; ++i) {
@@ -147,6 +164,7 @@ void FlowEngine::Activate(int f) {
 
 void FlowEngine::Deactivate(int f) {
   Flow& fl = flows_[f];
+  HeapRemove(f);
   fl.active = false;
   fl.done = true;
   fl.rate = 0;
@@ -169,96 +187,247 @@ void FlowEngine::Deactivate(int f) {
 void FlowEngine::Recompute() {
   if (dirty_links_.empty()) return;
   ++epoch_;
-  // The component reachable from the dirty links through active flows.
-  std::vector<int> links, comp_flows;
+  // Candidates: the active flows on the links whose flow set changed.
+  refill_.clear();
   for (int l : dirty_links_) {
-    if (link_mark_[l] != epoch_) link_mark_[l] = epoch_, links.push_back(l);
-  }
-  dirty_links_.clear();
-  for (size_t i = 0; i < links.size(); ++i) {
-    for (auto [f, slot] : link_flows_[links[i]]) {
+    for (auto [f, slot] : link_flows_[l]) {
       (void)slot;
-      if (flow_mark_[f] == epoch_) continue;
-      flow_mark_[f] = epoch_;
-      comp_flows.push_back(f);
-      const Flow& fl = flows_[f];
-      for (int j = 0; j < fl.num_links; ++j) {
-        int l2 = route_links_[fl.first_link + j];
-        if (link_mark_[l2] != epoch_) link_mark_[l2] = epoch_, links.push_back(l2);
-      }
+      if (flow_mark_[f] != epoch_) flow_mark_[f] = epoch_, refill_.push_back(f);
     }
   }
-  // Progressive filling: repeatedly saturate the link with the smallest fair share.
-  std::vector<Share> heap;
-  heap.reserve(links.size());
-  for (int l : links) {
-    rem_[l] = capacity_[l];
-    cnt_[l] = static_cast<int>(link_flows_[l].size());
-    if (cnt_[l] > 0) heap.push_back(Share{rem_[l] / cnt_[l], l, static_cast<uint32_t>(cnt_[l])});
+  dirty_links_.clear();
+  if (refill_.empty()) return;
+  for (int round = 0;; ++round) {
+    Fill();
+    if (CollectViolations() == 0) break;
+    if (round + 1 == kMaxRefills) {
+      // Give up on locality: the connected component of the candidates
+      // (no outside flow touches it, so one filling is exact).
+      for (size_t i = 0; i < refill_.size(); ++i) {
+        const Flow& fl = flows_[refill_[i]];
+        for (int j = 0; j < fl.num_links; ++j) {
+          for (auto [g, slot] : link_flows_[route_links_[fl.first_link + j]]) {
+            (void)slot;
+            if (flow_mark_[g] != epoch_) flow_mark_[g] = epoch_, refill_.push_back(g);
+          }
+        }
+      }
+      Fill();
+      break;
+    }
   }
-  std::make_heap(heap.begin(), heap.end(), std::greater<Share>());
-  const uint32_t frozen = epoch_ | 0x80000000u;
-  while (!heap.empty()) {
-    Share s = PopHeap(heap);
+  for (int f : refill_) {
+    flows_[f].bottleneck = new_bottleneck_[f];
+    if (new_rate_[f] != flows_[f].rate) SetRate(f, new_rate_[f]);
+  }
+}
+
+void FlowEngine::Fill() {
+  ++fill_epoch_;
+  refill_links_.clear();
+  for (int f : refill_) {
+    const Flow& fl = flows_[f];
+    for (int j = 0; j < fl.num_links; ++j) {
+      int l = route_links_[fl.first_link + j];
+      if (link_mark_[l] != fill_epoch_) link_mark_[l] = fill_epoch_, refill_links_.push_back(l);
+    }
+  }
+  share_heap_.clear();
+  for (int l : refill_links_) {
+    double used = 0;  // by flows outside the re-filled set, at their current rates
+    int count = 0;
+    for (auto [g, slot] : link_flows_[l]) {
+      (void)slot;
+      if (flow_mark_[g] == epoch_) {
+        ++count;
+      } else {
+        used += flows_[g].rate;
+      }
+    }
+    rem_[l] = capacity_[l] - used;
+    cnt_[l] = count;
+    share_heap_.push_back(Share{std::max(0.0, rem_[l]) / count, l, static_cast<uint32_t>(count)});
+  }
+  std::make_heap(share_heap_.begin(), share_heap_.end(), std::greater<Share>());
+  // Progressive filling: repeatedly saturate the link with the smallest fair share.
+  while (!share_heap_.empty()) {
+    Share s = PopHeap(share_heap_);
     int l = s.link;
     if (cnt_[l] == 0 || s.version != static_cast<uint32_t>(cnt_[l])) continue;  // stale
     double share = std::max(0.0, rem_[l] / cnt_[l]);
     for (auto [f, slot] : link_flows_[l]) {
       (void)slot;
-      if (flow_mark_[f] == frozen) continue;
-      flow_mark_[f] = frozen;
-      flows_[f].rate = share;
+      if (flow_mark_[f] != epoch_ || frozen_mark_[f] == fill_epoch_) continue;
+      frozen_mark_[f] = fill_epoch_;
+      new_rate_[f] = share;
+      new_bottleneck_[f] = l;
       ++rate_updates_;
       const Flow& fl = flows_[f];
       for (int j = 0; j < fl.num_links; ++j) {
         int l2 = route_links_[fl.first_link + j];
         if (l2 == l) continue;
         rem_[l2] -= share;
-        if (--cnt_[l2] > 0) PushHeap(heap, Share{std::max(0.0, rem_[l2]) / cnt_[l2], l2, static_cast<uint32_t>(cnt_[l2])});
+        if (--cnt_[l2] > 0) {
+          PushHeap(share_heap_, Share{std::max(0.0, rem_[l2]) / cnt_[l2], l2, static_cast<uint32_t>(cnt_[l2])});
+        }
       }
     }
     cnt_[l] = 0;
   }
 }
 
-void FlowEngine::Advance(double t) {
-  double dt = t - now_;
-  if (dt > 0) {
-    for (int f : active_) flows_[f].remaining -= flows_[f].rate * dt;
+void FlowEngine::LinkStats(int l) {
+  if (stat_mark_[l] == stat_epoch_) return;
+  stat_mark_[l] = stat_epoch_;
+  double load = 0, max_rate = 0;
+  for (auto [g, slot] : link_flows_[l]) {
+    (void)slot;
+    double r = flow_mark_[g] == epoch_ ? new_rate_[g] : flows_[g].rate;
+    load += r;
+    max_rate = std::max(max_rate, r);
   }
-  now_ = std::max(now_, t);
+  link_load_[l] = load;
+  link_max_[l] = max_rate;
 }
 
-double FlowEngine::NextCompletion() const {
-  double t = kInf;
-  for (int f : active_) {
-    const Flow& fl = flows_[f];
-    if (fl.rate > 0) t = std::min(t, now_ + std::max(0.0, fl.remaining) / fl.rate);
+int FlowEngine::CollectViolations() {
+  // Max-min fair <=> every flow has a bottleneck: a saturated link on which
+  // its rate is the largest. Re-filled flows have one among themselves (at
+  // the link that froze them) unless an outside flow there is faster; outside
+  // flows on the re-filled links must still have one. Flows elsewhere see
+  // unchanged links. Violators are stamped frozen_mark_ (unused outside the set).
+  ++stat_epoch_;
+  const size_t before = refill_.size();
+  std::vector<int>& violators = violators_;
+  const size_t first_violator = violators.size();
+  auto record = [&](int g) {
+    frozen_mark_[g] = fill_epoch_;
+    violators.push_back(g);
+  };
+  for (size_t i = 0; i < before; ++i) {
+    const int f = refill_[i];
+    const double r = new_rate_[f];
+    for (auto [g, slot] : link_flows_[new_bottleneck_[f]]) {
+      (void)slot;
+      if (flow_mark_[g] != epoch_ && frozen_mark_[g] != fill_epoch_ && flows_[g].rate > r * (1 + kRelEps)) record(g);
+    }
   }
-  return t;
+  for (int l : refill_links_) {
+    for (auto [g, slot] : link_flows_[l]) {
+      (void)slot;
+      if (flow_mark_[g] == epoch_ || frozen_mark_[g] == fill_epoch_) continue;
+      frozen_mark_[g] = fill_epoch_;  // checked
+      const Flow& fl = flows_[g];
+      bool ok = false;
+      for (int j = 0; j < fl.num_links && !ok; ++j) {
+        int m = route_links_[fl.first_link + j];
+        LinkStats(m);
+        ok = link_load_[m] >= capacity_[m] * (1 - kRelEps) && fl.rate >= link_max_[m] * (1 - kRelEps);
+      }
+      if (!ok) violators.push_back(g);
+    }
+  }
+  for (size_t i = first_violator; i < violators.size(); ++i) {
+    flow_mark_[violators[i]] = epoch_;
+    refill_.push_back(violators[i]);
+  }
+  violators.resize(first_violator);
+  return static_cast<int>(refill_.size() - before);
+}
+
+void FlowEngine::SetRate(int f, double rate) {
+  Flow& fl = flows_[f];
+  fl.remaining -= fl.rate * (now_ - fl.updated_s);
+  fl.updated_s = now_;
+  fl.rate = rate;
+  if (fl.remaining <= 1e-6) {
+    fl.finish_t = now_;
+  } else {
+    fl.finish_t = rate > 0 ? now_ + fl.remaining / rate : kInf;
+  }
+  HeapFix(f);
+}
+
+bool FlowEngine::HeapLess(int a, int b) const {
+  const double ta = flows_[a].finish_t, tb = flows_[b].finish_t;
+  return ta < tb || (ta == tb && a < b);
+}
+
+void FlowEngine::HeapSwap(int i, int j) {
+  std::swap(finish_heap_[i], finish_heap_[j]);
+  heap_pos_[finish_heap_[i]] = i;
+  heap_pos_[finish_heap_[j]] = j;
+}
+
+void FlowEngine::HeapUp(int i) {
+  while (i > 0) {
+    int parent = (i - 1) / 2;
+    if (!HeapLess(finish_heap_[i], finish_heap_[parent])) break;
+    HeapSwap(i, parent);
+    i = parent;
+  }
+}
+
+void FlowEngine::HeapDown(int i) {
+  const int n = static_cast<int>(finish_heap_.size());
+  while (true) {
+    int best = i, a = 2 * i + 1, b = a + 1;
+    if (a < n && HeapLess(finish_heap_[a], finish_heap_[best])) best = a;
+    if (b < n && HeapLess(finish_heap_[b], finish_heap_[best])) best = b;
+    if (best == i) return;
+    HeapSwap(i, best);
+    i = best;
+  }
+}
+
+void FlowEngine::HeapFix(int f) {
+  if (flows_[f].finish_t == kInf) {
+    HeapRemove(f);
+    return;
+  }
+  if (heap_pos_[f] < 0) {
+    heap_pos_[f] = static_cast<int>(finish_heap_.size());
+    finish_heap_.push_back(f);
+  }
+  HeapUp(heap_pos_[f]);
+  HeapDown(heap_pos_[f]);
+}
+
+void FlowEngine::HeapRemove(int f) {
+  const int pos = heap_pos_[f];
+  if (pos < 0) return;
+  const int last = static_cast<int>(finish_heap_.size()) - 1;
+  if (pos != last) HeapSwap(pos, last);
+  finish_heap_.pop_back();
+  heap_pos_[f] = -1;
+  if (pos < last) {
+    HeapUp(pos);
+    HeapDown(pos);
+  }
 }
 
 StatusOr<bool> FlowEngine::Step(double limit) {
   double t_rel = releases_.empty() ? kInf : releases_.front().t;
   double t_start = starts_.empty() ? kInf : starts_.front().t;
-  double t = std::min({t_rel, t_start, NextCompletion()});
+  double t_fin = finish_heap_.empty() ? kInf : flows_[finish_heap_.front()].finish_t;
+  double t = std::min({t_rel, t_start, t_fin});
   if (t == kInf) {
     if (finished_ == num_flows()) return true;
     return FailedPrecondition("{} of {} flows never finished (dependency cycle or no bandwidth)",
                               num_flows() - finished_, num_flows());
   }
   if (t > limit) {
-    Advance(limit);
+    now_ = std::max(now_, limit);
     return false;
   }
-  Advance(t);
+  now_ = std::max(now_, t);
   ++events_;
   // Completions (a relative tolerance merges flows finishing together).
   const double tol = 1e-12 * (1 + now_);
-  std::vector<int> done;
-  for (int f : active_) {
-    const Flow& fl = flows_[f];
-    if (fl.remaining <= 1e-6 || (fl.rate > 0 && fl.remaining / fl.rate <= tol)) done.push_back(f);
+  done_.clear();
+  while (!finish_heap_.empty() && flows_[finish_heap_.front()].finish_t <= now_ + tol) {
+    done_.push_back(finish_heap_.front());
+    HeapRemove(finish_heap_.front());
   }
   auto finish = [&](int f) {
     results_[f].finish_s = now_;
@@ -270,7 +439,7 @@ StatusOr<bool> FlowEngine::Step(double limit) {
       if (--flows_[d].pending_deps == 0) PushHeap(releases_, Timed{now_ + flows_[d].delay_s, d});
     }
   };
-  for (int f : done) {
+  for (int f : done_) {
     Deactivate(f);
     finish(f);
   }

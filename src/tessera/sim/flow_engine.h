@@ -1,8 +1,17 @@
 // FlowEngine: event-driven flow-level network simulation. Links have a
 // capacity (bytes/s); flows move bytes over a path of links and share every
-// link max-min fairly (progressive filling). Rates are recomputed after each
-// event only over the connected component (links <-> flows) that the
-// arriving or leaving flows touch; the rest of the network keeps its rates.
+// link max-min fairly (progressive filling). After each event the rates are
+// updated incrementally and exactly: the flows on the links that arriving or
+// leaving flows touch are re-filled against the capacity the other flows
+// leave; the result is checked against the max-min condition (every flow has
+// a saturated link on which its rate is the largest) on every link involved,
+// and flows that violate it join the re-filled set until none does (at worst
+// the whole connected component). Remaining bytes are updated lazily (only
+// when a flow's rate changes) and completions come from an indexed heap, so
+// an event costs about the size of the re-filled set, not the active flows.
+//
+// Timed tasks (AddTask) take part in dependencies like flows but use no
+// link: they finish `duration` after their release (compute in a step DAG).
 //
 // A flow is released when all flows it depends on have finished (plus its
 // own `delay_s`), or at `release_s` if it has none; at release it is routed
@@ -70,6 +79,8 @@ class FlowEngine : public FlowSink {
   // `flow` is released `delay_s` after the last of its dependencies finishes.
   void AddDependency(int flow, int depends_on) override;
   void SetDelay(int flow, double delay_s);
+  // A task of fixed duration that uses no link (released like a flow).
+  int AddTask(double duration_s, double release_s = 0);
   void SetPathSelector(PathSelector* selector) { selector_ = selector; }
 
   // Runs every flow to completion. Fails when a flow cannot be routed or a
@@ -95,6 +106,9 @@ class FlowEngine : public FlowSink {
     uint64_t key = 0;
     double bytes = 0, remaining = 0, rate = 0;
     double release_s = 0, delay_s = 0, extra_latency_s = 0;
+    double updated_s = 0;   // `remaining` is exact at this time (lazy update)
+    double finish_t = 0;    // projected completion at the current rate
+    int bottleneck = -1;    // link that froze the flow in the last filling
     int pending_deps = 0;
     int first_link = 0, num_links = 0;  // into route_links_ (after routing)
     bool explicit_route = false, active = false, done = false;
@@ -110,8 +124,19 @@ class FlowEngine : public FlowSink {
   void Activate(int f);
   void Deactivate(int f);
   void Recompute();
-  void Advance(double t);
-  double NextCompletion() const;
+  void SetRate(int f, double rate);
+  // Progressive filling of refill_ against the capacity the other flows leave.
+  void Fill();
+  // Adds to refill_ the flows that break the max-min condition; returns how many.
+  int CollectViolations();
+  void LinkStats(int l);
+  // Indexed min-heap of active flows by finish_t.
+  void HeapFix(int f);
+  void HeapRemove(int f);
+  bool HeapLess(int a, int b) const;
+  void HeapSwap(int i, int j);
+  void HeapUp(int i);
+  void HeapDown(int i);
   StatusOr<bool> Step(double limit);
 
   std::vector<double> capacity_, link_latency_;
@@ -130,11 +155,21 @@ class FlowEngine : public FlowSink {
   std::vector<Timed> starts_;                      // heap of routed flows waiting for their latency
   std::vector<Timed> releases_;                    // heap of flows whose dependencies are met
   std::vector<int> dirty_links_;
-  // Scratch for Recompute.
-  std::vector<uint32_t> link_mark_, flow_mark_;
-  uint32_t epoch_ = 0;
-  std::vector<double> rem_;
-  std::vector<int> cnt_;
+  std::vector<int> finish_heap_;                   // active flows with a finite finish_t
+  std::vector<int> heap_pos_;                      // per flow, index in finish_heap_ (-1)
+  // Scratch for Recompute (epoch-stamped marks; no per-event allocation).
+  std::vector<uint32_t> link_mark_, flow_mark_, frozen_mark_, stat_mark_;
+  uint32_t epoch_ = 0, fill_epoch_ = 0, stat_epoch_ = 0;
+  std::vector<int> refill_, refill_links_, done_, violators_;
+  std::vector<double> new_rate_, rem_, link_load_, link_max_;
+  std::vector<int> cnt_, new_bottleneck_;
+  struct Share {
+    double share;
+    int link;
+    uint32_t version;
+    bool operator>(const Share& o) const { return share > o.share || (share == o.share && link > o.link); }
+  };
+  std::vector<Share> share_heap_;
   PathSelector* selector_ = nullptr;
   double now_ = 0, makespan_ = 0;
   int finished_ = 0;
