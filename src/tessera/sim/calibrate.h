@@ -1,0 +1,145 @@
+// Calibration of the "this machine" twin: fits of measured micro-benchmark
+// samples (GEMMs, element-wise kernels, autograd op overheads, all-reduces)
+// to the simulator's constants, and the TOML files they are stored in.
+//
+//  - GEMM: t = (flops + h) / (peak * e) is a line in flops, so a relative
+//    least-squares line t = a + b flops gives e = 1 / (b peak) and h = a / b:
+//    the EfficiencyCurve (max_efficiency e, half_work_flops h) of
+//    device_model.h against the measured peak.
+//  - Element-wise kernels: t = c0 + bytes / bw (per-kernel overhead, and the
+//    bandwidth at activation sizes, which live in cache here).
+//  - Link: a ring all-reduce of S bytes over n ranks takes
+//    2(n-1) alpha + 2(n-1)/n S / beta (collective_cost.h), a line in S.
+//  - Autograd op kinds: t = fixed + per_unit x (forward + backward).
+//
+// Each host calibration is for one kernel thread count (all cores: one
+// process; 1 thread: one of several ranks sharing the cores).
+// MachineClusterToml writes a ClusterSpec TOML (LoadClusterSpec accepts it)
+// modelling `ranks` ranks sharing the machine: each device gets
+// peak / ranks, triad bandwidth / ranks, and the intra-node fabric is the
+// fitted link (alpha = endpoint latency, beta = port bandwidth). The
+// constants the cluster spec has no field for (GEMM curves, per-op
+// overheads) go to a companion "twin" TOML (TwinToml / ParseTwinToml).
+// Pure functions; thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessera/base/status.h"
+#include "tessera/sim/device_model.h"
+
+namespace tessera::sim {
+
+// y ~ intercept + slope x, minimizing sum(((intercept + slope x_i) - y_i) / y_i)^2.
+struct LineFit {
+  double intercept = 0;
+  double slope = 0;
+  double rms_rel_error = 0;  // root-mean-square relative residual
+};
+// Needs >= 2 samples with positive y and two distinct x.
+StatusOr<LineFit> FitLineRelative(const std::vector<double>& x, const std::vector<double>& y);
+
+struct GemmSample {
+  int64_t m = 0, n = 0, k = 0;
+  double seconds = 0;
+  double Flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
+};
+
+struct CurveFit {
+  EfficiencyCurve curve;
+  double rms_rel_error = 0;
+};
+// Fits max_efficiency and half_work_flops against `peak_flops` (> 0).
+// Errors when the samples do not determine a positive slope and intercept.
+StatusOr<CurveFit> FitEfficiencyCurve(const std::vector<GemmSample>& samples, double peak_flops);
+
+struct TransferSample {
+  double bytes = 0;
+  double seconds = 0;
+};
+
+struct LinkFit {
+  double alpha_s = 0;            // per-step latency
+  double beta_bytes_per_s = 0;   // per-direction bandwidth
+  double rms_rel_error = 0;
+};
+// Fits alpha and beta of a ring all-reduce over `ranks` (>= 2) ranks: beta
+// from the slope over the samples of >= beta_min_bytes (the sizes gradients
+// have; smaller ones run from cache at a different rate), alpha from the
+// smallest sample (rms_rel_error is over all samples).
+StatusOr<LinkFit> FitAllReduceLink(const std::vector<TransferSample>& samples, int ranks,
+                                   double beta_min_bytes = 1 << 20);
+
+// Reads the data rows of nccl-tests / `tessera ccl-perf` output (the
+// "[rank 0] " prefix of `tessera launch` is allowed): size (bytes) and the
+// out-of-place time (us). Errors when there is no row.
+StatusOr<std::vector<TransferSample>> ParseNcclTestsOutput(const std::string& text);
+
+// Autograd op kinds of Tessera's transformer, each timed forward + backward
+// (tape included) at several sizes and fitted to t = fixed + per_unit x,
+// x = fp32 elements of the op's main tensor, or FLOPs for attention.
+enum class OpKind {
+  kAttention,     // fused causal attention, x = 12 B H T^2 Dh (forward + backward FLOPs)
+  kNorm,          // RMSNorm / LayerNorm over [rows, d]
+  kPointwise,     // binary element-wise (residual add, gate multiply)
+  kActivation,    // SwiGLU / GELU, x = output elements
+  kRope,          // rotary embedding of q or k
+  kCopy,          // head-major <-> token-major copies, concat
+  kCrossEntropy,  // softmax cross-entropy over [rows, vocab]
+  kSoftmax,       // row softmax / top-k over small rows (router)
+  kRows,          // GatherRows / ScatterAddRows / embedding lookup, x = row elements
+};
+inline constexpr int kOpKinds = 9;
+const char* OpKindName(OpKind kind);
+
+struct OpLine {
+  double fixed_s = 0;     // per op
+  double per_unit_s = 0;  // per element (per FLOP for attention)
+  double At(double x) const { return fixed_s + per_unit_s * x; }
+};
+
+// One kernel-thread configuration of the machine.
+struct HostCalibration {
+  int threads = 1;
+  double peak_flops = 0;            // fp32 FLOP/s of `threads` threads (register-only peak)
+  double triad_bytes_per_s = 0;     // STREAM triad over DRAM-sized arrays
+  EfficiencyCurve gemm;             // fp32 GEMMs, against peak_flops
+  double gemm_rms_rel_error = 0;
+  double kernel_overhead_s = 0;     // element-wise kernel launch/dispatch cost
+  double elementwise_bytes_per_s = 0;  // element-wise kernels at activation sizes
+  double autograd_op_s = 0;         // forward + tape + backward of a tiny autograd op
+  // Linear layers forward + backward (3 GEMMs + tape), work = 6 m n k,
+  // against peak_flops.
+  EfficiencyCurve linear;
+  double linear_rms_rel_error = 0;
+  OpLine ops[kOpKinds];
+  const OpLine& op(OpKind kind) const { return ops[static_cast<int>(kind)]; }
+};
+
+struct MachineCalibration {
+  std::string cpu;
+  int cores = 1;
+  HostCalibration all;  // threads = cores (one process)
+  HostCalibration one;  // 1 thread (one of several ranks)
+  LinkFit link;         // intra-host all-reduce link between ranks
+  int link_ranks = 2;   // ranks of the all-reduce measurement
+  std::string link_source;  // how the link was measured
+  double measure_seconds = 0;
+
+  // The host calibration of one rank when `ranks` ranks share the cores:
+  // all cores for 1 rank, else 1 thread each, slowed by ranks / cores
+  // (time-slicing) when there are more ranks than cores.
+  HostCalibration PerRank(int ranks) const;
+};
+
+// ClusterSpec TOML for `ranks` ranks (>= 1) sharing this machine.
+std::string MachineClusterToml(const MachineCalibration& c, int ranks);
+// The twin constants (everything in MachineCalibration).
+std::string TwinToml(const MachineCalibration& c);
+StatusOr<MachineCalibration> ParseTwinToml(const std::string& text, const std::string& source);
+StatusOr<MachineCalibration> LoadTwinToml(const std::string& path);
+// "dir/x.toml" -> "dir/x.twin.toml".
+std::string TwinPathFor(const std::string& cluster_path);
+
+}  // namespace tessera::sim

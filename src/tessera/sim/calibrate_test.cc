@@ -1,0 +1,233 @@
+// Calibration fits on synthetic measurements, the written specs, and the
+// twin's step-time predictor (work counting, scaling, communication).
+#include "tessera/sim/calibrate.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tessera/sim/collective_cost.h"
+#include "tessera/sim/twin.h"
+
+namespace tessera::sim {
+namespace {
+
+TEST(CalibrateFit, LineRecoversExactData) {
+  auto f = FitLineRelative({1, 2, 4, 8}, {3.5, 5.5, 9.5, 17.5});
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_NEAR(f->intercept, 1.5, 1e-12);
+  EXPECT_NEAR(f->slope, 2.0, 1e-12);
+  EXPECT_NEAR(f->rms_rel_error, 0.0, 1e-12);
+  EXPECT_FALSE(FitLineRelative({1}, {2}).ok());
+  EXPECT_FALSE(FitLineRelative({1, 1}, {2, 3}).ok());
+  EXPECT_FALSE(FitLineRelative({1, 2}, {2, 0}).ok());
+}
+
+TEST(CalibrateFit, EfficiencyCurveFromGemmTimes) {
+  const double peak = 400e9, eff = 0.72, half = 3e6;
+  std::vector<GemmSample> s;
+  const int64_t sizes[][3] = {{32, 32, 32}, {64, 64, 64}, {128, 128, 128}, {160, 384, 128}, {512, 512, 512}};
+  for (const auto& d : sizes) {
+    GemmSample g{d[0], d[1], d[2], 0};
+    g.seconds = (g.Flops() + half) / (peak * eff);
+    s.push_back(g);
+  }
+  auto c = FitEfficiencyCurve(s, peak);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_NEAR(c->curve.max_efficiency, eff, 1e-9);
+  EXPECT_NEAR(c->curve.half_work_flops, half, 1e-3);
+  // +-3 % alternating noise moves the constants by a few percent only.
+  for (size_t i = 0; i < s.size(); ++i) s[i].seconds *= i % 2 == 0 ? 1.03 : 0.97;
+  c = FitEfficiencyCurve(s, peak);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NEAR(c->curve.max_efficiency, eff, 0.05 * eff);
+  EXPECT_NEAR(c->curve.half_work_flops, half, 0.15 * half);
+  EXPECT_GT(c->rms_rel_error, 0.01);
+  EXPECT_FALSE(FitEfficiencyCurve(s, 0).ok());
+  // Time that shrinks with work cannot be a curve.
+  std::vector<GemmSample> bad = {{64, 64, 64, 2e-3}, {512, 512, 512, 1e-3}};
+  EXPECT_FALSE(FitEfficiencyCurve(bad, peak).ok());
+}
+
+TEST(CalibrateFit, AllReduceLinkAlphaBeta) {
+  for (int n : {2, 4}) {
+    const double alpha = 2e-6, beta = 6e9;
+    std::vector<TransferSample> s;
+    for (double bytes = 1024; bytes <= 16 * 1024 * 1024; bytes *= 4) {
+      s.push_back({bytes, 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * bytes / beta});
+    }
+    auto l = FitAllReduceLink(s, n);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    EXPECT_NEAR(l->alpha_s, alpha, 1e-12) << n;
+    EXPECT_NEAR(l->beta_bytes_per_s, beta, 1e-6 * beta) << n;
+    EXPECT_NEAR(l->rms_rel_error, 0, 1e-9);
+  }
+  std::vector<TransferSample> small = {{1024, 1e-6}, {4096, 2e-6}};
+  EXPECT_FALSE(FitAllReduceLink(small, 2).ok());  // nothing >= 1 MiB for beta
+  EXPECT_TRUE(FitAllReduceLink(small, 2, 1024).ok());
+  EXPECT_FALSE(FitAllReduceLink(small, 1, 1024).ok());
+}
+
+TEST(CalibrateFit, ParsesCclPerfOutput) {
+  const std::string text =
+      "[rank 0] # Tessera all_reduce over 2 rank(s)\n"
+      "[rank 0] #       size         count      type   redop    root     time   algbw   busbw #wrong     time\n"
+      "[rank 0]           64            16     float     sum      -1     0.15    0.41    0.41      0     0.14"
+      "    0.45    0.45      0\n"
+      "      1048576        262144     float     sum      -1    88.11   11.90   11.90      0    85.45   12.27"
+      "   12.27      0\n"
+      "[rank 0] # Avg bus bandwidth    : 6.81448\n";
+  auto rows = ParseNcclTestsOutput(text);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_DOUBLE_EQ((*rows)[0].bytes, 64);
+  EXPECT_NEAR((*rows)[0].seconds, 0.15e-6, 1e-15);
+  EXPECT_DOUBLE_EQ((*rows)[1].bytes, 1048576);
+  EXPECT_NEAR((*rows)[1].seconds, 88.11e-6, 1e-12);
+  EXPECT_FALSE(ParseNcclTestsOutput("# nothing here\n").ok());
+}
+
+HostCalibration Host(int threads, double peak) {
+  HostCalibration h;
+  h.threads = threads;
+  h.peak_flops = peak;
+  h.triad_bytes_per_s = 20e9 * threads;
+  h.gemm = {0.8, 1e6};
+  h.kernel_overhead_s = 0.3e-6;
+  h.elementwise_bytes_per_s = 100e9 * threads;
+  h.autograd_op_s = 1.5e-6;
+  h.linear = {0.6, 4e6};
+  for (int i = 0; i < kOpKinds; ++i) h.ops[i] = {1e-6 * (i + 1), 0.5e-9};
+  return h;
+}
+
+MachineCalibration Machine() {
+  MachineCalibration c;
+  c.cpu = "test cpu";
+  c.cores = 2;
+  c.all = Host(2, 400e9);
+  c.one = Host(1, 220e9);
+  c.link = {3e-6, 5e9, 0.1};
+  c.link_source = "synthetic";
+  return c;
+}
+
+TEST(CalibrateSpec, ClusterTomlLoadsAndCarriesTheLink) {
+  const MachineCalibration c = Machine();
+  for (int ranks : {1, 2, 4}) {
+    auto spec = ParseClusterSpec(MachineClusterToml(c, ranks), "this-machine.toml");
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    EXPECT_EQ(spec->TotalDevices(), ranks);
+    const double per_rank = ranks == 1 ? 400e9 : 220e9 / std::max(1.0, ranks / 2.0);
+    EXPECT_NEAR(spec->device.peak_flops_fp32, per_rank, 1e-6 * per_rank) << ranks;
+    if (ranks >= 2) {
+      // A 2-rank ring all-reduce on the spec is the fitted 2 alpha + S / beta.
+      const double bytes = 8e6;
+      const CollectiveCost cost =
+          EstimateCollective(*spec, CollectiveKind::kAllReduce, bytes, GroupLayout::Contiguous(*spec, 2),
+                             CollectiveAlgo::kRing);
+      EXPECT_NEAR(cost.time_s, 2 * c.link.alpha_s + bytes / c.link.beta_bytes_per_s, 1e-3 * cost.time_s);
+    }
+  }
+}
+
+TEST(CalibrateSpec, TwinTomlRoundTrips) {
+  const MachineCalibration c = Machine();
+  auto back = ParseTwinToml(TwinToml(c), "x.twin.toml");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->cores, 2);
+  EXPECT_NEAR(back->all.peak_flops, c.all.peak_flops, 1e6);
+  EXPECT_NEAR(back->one.linear.half_work_flops, c.one.linear.half_work_flops, 1e2);
+  EXPECT_NEAR(back->one.op(OpKind::kRows).fixed_s, c.one.op(OpKind::kRows).fixed_s, 1e-10);
+  EXPECT_NEAR(back->link.beta_bytes_per_s, c.link.beta_bytes_per_s, 1e3);
+  EXPECT_FALSE(ParseTwinToml("cores = 2\n", "x").ok());
+  EXPECT_EQ(TwinPathFor("configs/clusters/this-machine.toml"), "configs/clusters/this-machine.twin.toml");
+  // Per-rank shares: 4 ranks on 2 cores run at half a core each.
+  EXPECT_EQ(c.PerRank(1).threads, 2);
+  EXPECT_NEAR(c.PerRank(4).peak_flops, 110e9, 1);
+  EXPECT_NEAR(c.PerRank(4).op(OpKind::kNorm).fixed_s, 2 * c.one.op(OpKind::kNorm).fixed_s, 1e-15);
+}
+
+TwinModel DenseModel() {
+  TwinModel m;
+  m.vocab = 64;
+  m.seq = 32;
+  m.layers = 4;
+  m.d_model = 128;
+  m.heads = 4;
+  m.d_ff = 384;
+  return m;
+}
+
+TEST(Twin, CountsTheModelWork) {
+  // Ideal machine: linear layers at peak, attention at peak, no other cost.
+  MachineCalibration c = Machine();
+  c.all.linear = {1.0, 0.0};
+  for (OpLine& o : c.all.ops) o = {0, 0};
+  c.all.ops[static_cast<int>(OpKind::kAttention)] = {0, 1.0 / c.all.peak_flops};
+  auto spec = ParseClusterSpec(MachineClusterToml(c, 1), "x");
+  ASSERT_TRUE(spec.ok());
+  const TwinModel m = DenseModel();
+  TwinRun r;
+  r.global_batch = 8;
+  r.micro_batch = 2;
+  auto p = PredictTrainStep(c, *spec, m, r);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const double d = 128, tokens = 8 * 32;
+  const double linear_params = m.layers * (4 * d * d + 3 * d * 384) + 64 * d;  // + tied lm head
+  const double attention = 12.0 * m.layers * 8 * 32 * 32 * d;
+  EXPECT_NEAR(p->gemm_s * c.all.peak_flops, 6 * linear_params * tokens + attention, 1e-6 * p->gemm_s * 4e11);
+  EXPECT_EQ(p->micro_batches, 4);
+  EXPECT_EQ(p->dp_comm_s, 0);
+}
+
+TEST(Twin, ScalesWithMicroBatchesAndAddsCommunication) {
+  const MachineCalibration c = Machine();
+  auto spec = ParseClusterSpec(MachineClusterToml(c, 2), "x");
+  ASSERT_TRUE(spec.ok());
+  TwinModel m = DenseModel();
+  m.experts = 4;
+  m.top_k = 2;
+  m.d_ff_expert = 256;
+  m.moe = {false, true, false, true};
+  TwinRun r;
+  r.global_batch = 16;
+  r.micro_batch = 4;
+  auto one = PredictTrainStep(c, *spec, m, r);
+  r.global_batch = 32;
+  auto two = PredictTrainStep(c, *spec, m, r);
+  ASSERT_TRUE(one.ok() && two.ok());
+  EXPECT_NEAR(two->gemm_s, 2 * one->gemm_s, 1e-9);
+  EXPECT_GT(one->ops_per_micro_batch, 60);
+  // Data parallel over 2 ranks: half the micro-batches each, plus the
+  // gradient all-reduce; expert parallel adds all-to-alls.
+  r.dp = 2;
+  auto dp = PredictTrainStep(c, *spec, m, r);
+  ASSERT_TRUE(dp.ok());
+  EXPECT_EQ(dp->micro_batches, 4);
+  EXPECT_GT(dp->dp_comm_s, 0);
+  EXPECT_EQ(dp->ep_comm_s, 0);
+  r.ep = 2;
+  auto ep = PredictTrainStep(c, *spec, m, r);
+  ASSERT_TRUE(ep.ok());
+  EXPECT_GT(ep->ep_comm_s, 0);
+  // Pipeline over 2 stages: 1F1B bubble and activation sends.
+  r = TwinRun{.global_batch = 32, .micro_batch = 4, .dp = 1, .tp = 1, .pp = 2, .ep = 1, .zero = 0};
+  auto pp = PredictTrainStep(c, *spec, m, r);
+  ASSERT_TRUE(pp.ok());
+  EXPECT_GT(pp->bubble_s, 0);
+  EXPECT_GT(pp->pp_comm_s, 0);
+  EXPECT_LT(pp->ops_per_micro_batch, two->ops_per_micro_batch);
+  // Bad runs.
+  r.pp = 8;
+  EXPECT_FALSE(PredictTrainStep(c, *spec, m, r).ok());  // more stages than layers
+  r = TwinRun{.global_batch = 32, .micro_batch = 4, .dp = 4, .tp = 1, .pp = 1, .ep = 1, .zero = 0};
+  EXPECT_FALSE(PredictTrainStep(c, *spec, m, r).ok());  // 4 ranks on a 2-device spec
+  r.dp = 3;
+  EXPECT_FALSE(PredictTrainStep(c, *spec, m, r).ok());  // 32 not a multiple of 4 x 3
+}
+
+}  // namespace
+}  // namespace tessera::sim
