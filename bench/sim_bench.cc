@@ -1,13 +1,16 @@
 // Simulator speed: the analytic collective cost (what the planner calls in
 // its search), and the flow engine on the brief's UBL128 super-node —
 // 128-card all-to-all of 1 GiB per rank (target < 1 s of wall time) — plus
-// all-to-all scaling with the number of flows (n ranks: n(n-1) flows).
+// all-to-all scaling with the number of flows (n ranks: n(n-1) flows), and
+// one 8,192-card training step (closed form and every flow simulated).
 // Counters: sim_time_s (simulated), flows, events, busbw_GBps, utilization.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <string>
+
+#include <sys/resource.h>
 
 #include <benchmark/benchmark.h>
 
@@ -92,20 +95,26 @@ void BM_A100HierarchicalAllReduce(benchmark::State& state) {
 }
 BENCHMARK(BM_A100HierarchicalAllReduce)->Arg(64)->Arg(512)->Arg(3072)->Unit(benchmark::kMillisecond);
 
-// One training step of a 8,192-card plan on the brief's cluster (one pipeline
-// simulated; dp and tp replicas are symmetric).
-void BM_StepReplay8192(benchmark::State& state) {
-  auto plan = ParsePlanSpec(
+// One training step of a 8,192-card plan on the brief's cluster: the closed
+// form (one pipeline simulated; dp and tp replicas are symmetric) and the
+// flow replay (every rank's communication as flows over the topology).
+tessera::StatusOr<PlanSpec> Plan8192() {
+  return ParsePlanSpec(
       "[model]\nlayers = 128\nhidden = 16384\nseq = 4096\nvocab = 128000\n"
       "[parallel]\ndp = 64\ntp = 16\npp = 8\nmicro_batch = 1\nglobal_batch = 4096\n",
       "bench-plan");
+}
+
+void RunStep(benchmark::State& state, bool flows, Routing routing) {
+  auto plan = Plan8192();
   if (!plan.ok()) {
     state.SkipWithError(plan.status().ToString().c_str());
     return;
   }
   StepResult r;
   for (auto _ : state) {
-    auto res = ReplayStep(Preset("ascend950-ubl128"), *plan);
+    auto res = flows ? ReplayStepFlows(Preset("ascend950-ubl128"), *plan, routing)
+                     : ReplayStep(Preset("ascend950-ubl128"), *plan);
     if (!res.ok()) {
       state.SkipWithError(res.status().ToString().c_str());
       return;
@@ -114,9 +123,27 @@ void BM_StepReplay8192(benchmark::State& state) {
   }
   state.counters["step_time_s"] = r.step_time_s;
   state.counters["mfu"] = r.mfu;
+  state.counters["bubble"] = r.bubble_fraction;
+  state.counters["tp_comm_s"] = r.tp_comm_s;
+  state.counters["dp_comm_s"] = r.dp_comm_s;
   state.counters["tasks"] = static_cast<double>(r.trace.size());
+  if (flows) {
+    state.counters["flows"] = static_cast<double>(r.flows);
+    state.counters["events"] = static_cast<double>(r.events);
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    state.counters["peak_rss_GiB"] = usage.ru_maxrss / 1048576.0;  // ru_maxrss is in KiB
+  }
 }
+
+void BM_StepReplay8192(benchmark::State& state) { RunStep(state, false, Routing::kAdaptive); }
 BENCHMARK(BM_StepReplay8192)->Unit(benchmark::kMillisecond);
+
+// Run alone (--benchmark_filter=Flows) for a meaningful peak RSS.
+void BM_StepReplay8192Flows(benchmark::State& state) {
+  RunStep(state, true, state.range(0) ? Routing::kAdaptive : Routing::kEcmp);
+}
+BENCHMARK(BM_StepReplay8192Flows)->Arg(1)->Arg(0)->ArgName("adaptive")->Unit(benchmark::kSecond)->Iterations(1);
 
 }  // namespace
 

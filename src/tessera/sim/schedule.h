@@ -25,6 +25,10 @@ class ScheduleBuilder {
   // A send of `bytes` from rank `src` to rank `dst` in the current step.
   void Send(int src, int dst, double bytes);
   void EndStep();
+  // Chains a rank's next step after `flow` (e.g. the compute that precedes a collective).
+  void After(int rank, int flow) { frontier_[rank].push_back(flow); }
+  // The flows of the rank's last step (what comes after the collective waits for).
+  const std::vector<int>& last(int rank) const { return frontier_[rank]; }
 
   int size() const { return static_cast<int>(devices_.size()); }
   int device(int rank) const { return devices_[rank]; }

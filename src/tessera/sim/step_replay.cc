@@ -10,7 +10,9 @@
 namespace tessera::sim {
 namespace {
 
-enum Stream { kCompute = 0, kSendNext = 1, kDataParallel = 2, kSendPrev = 3, kStreams = 4 };
+using step_detail::kCompute;
+using step_detail::kStreams;
+using step_detail::Stream;
 
 struct Task {
   std::string name;
@@ -93,7 +95,9 @@ StatusOr<PlanSpec> LoadPlanSpec(const std::string& path) {
   return ParsePlanSpec(text.str(), path);
 }
 
-StatusOr<StepResult> ReplayStep(const ClusterSpec& c, const PlanSpec& p) {
+namespace step_detail {
+
+Status CheckPlanFits(const ClusterSpec& c, const PlanSpec& p) {
   const int d = c.supernode.devices;
   if (p.Devices() > c.TotalDevices()) {
     return InvalidArgument("plan needs {} devices (dp {} x tp {} x pp {}); cluster {} has {}", p.Devices(), p.dp, p.tp,
@@ -103,33 +107,66 @@ StatusOr<StepResult> ReplayStep(const ClusterSpec& c, const PlanSpec& p) {
     return InvalidArgument("tp {} must divide the {} devices of a super-node (tensor parallelism stays inside one)",
                            p.tp, d);
   }
-  const int m = p.MicroBatches();
-  const int layers = p.layers / p.pp;
-  const double b = p.micro_batch, s = p.seq, h = p.hidden, v = p.vocab, bf = 2;
-  // Per layer, per tp rank.
-  const double f_layer = 24 * b * s * h * h * (1 + s / (6 * h)) / p.tp;
-  const double w_layer = 12 * h * h * bf / p.tp;
-  const double act = b * s * h * bf;
-  auto compute = [&](double flops, double bytes) {
-    return RooflineTime(c.device, OpCost{flops, bytes, p.precision}, p.efficiency);
-  };
-  const double tp_ar = p.tp > 1 ? EstimateCollective(c, CollectiveKind::kAllReduce, act,
-                                                     GroupLayout::Contiguous(c, p.tp)).time_s
-                                : 0;
-  const double fwd_layer = compute(f_layer, w_layer) + 2 * tp_ar;
-  const double bwd_layer = compute(2 * f_layer, 2 * w_layer) + 2 * tp_ar;
-  const double head_fwd = compute(2 * b * s * h * v / p.tp, h * v * bf / p.tp);
-  const double head_bwd = compute(4 * b * s * h * v / p.tp, 2 * h * v * bf / p.tp);
-  const bool p2p_local = static_cast<int64_t>(p.tp) * p.dp < d;
-  const double p2p = EstimateP2P(c, act, p2p_local);
-  // Data parallelism: dp ranks at stride tp; a super-node holds d/tp of them.
-  const int dp_local = std::max(1, std::min(p.dp, d / p.tp));
+  const int dp_local = Stage(c, p, 0).dp_local;
   if ((p.dp + dp_local - 1) / dp_local > c.supernodes) {
     return InvalidArgument("dp {} at {} per super-node needs more than the {} super-nodes", p.dp, dp_local,
                            c.supernodes);
   }
+  return Status::Ok();
+}
+
+StageWork Stage(const ClusterSpec& c, const PlanSpec& p, int stage) {
+  StageWork w;
+  w.layers = p.layers / p.pp;
+  const double b = p.micro_batch, s = p.seq, h = p.hidden, v = p.vocab, bf = 2;
+  const bool last = stage == p.pp - 1;
+  // Per layer, per tp rank.
+  const double f_layer = 24 * b * s * h * h * (1 + s / (6 * h)) / p.tp;
+  const double w_layer = 12 * h * h * bf / p.tp;
+  auto compute = [&](double flops, double bytes) {
+    return RooflineTime(c.device, OpCost{flops, bytes, p.precision}, p.efficiency);
+  };
+  w.fwd_s = w.layers * compute(f_layer, w_layer) + (last ? compute(2 * b * s * h * v / p.tp, h * v * bf / p.tp) : 0);
+  w.bwd_s = w.layers * compute(2 * f_layer, 2 * w_layer) +
+            (last ? compute(4 * b * s * h * v / p.tp, 2 * h * v * bf / p.tp) : 0);
+  w.act_bytes = b * s * h * bf;
+  w.params = 12.0 * w.layers * h * h + ((stage == 0 || last) ? v * h : 0);
+  w.grad_bytes = w.params * bf / p.tp;
+  w.optimizer_s = 2 * 16 * w.params / p.tp / c.device.hbm_bw;
+  // Data parallelism: dp ranks at stride tp; a super-node holds d/tp of them.
+  w.dp_local = std::max(1, std::min(p.dp, c.supernode.devices / p.tp));
+  return w;
+}
+
+std::vector<std::pair<int, bool>> ComputeOrder(const PlanSpec& p, int stage) {
+  const int m = p.MicroBatches();
+  std::vector<std::pair<int, bool>> order;
+  const int warm = p.one_f_one_b ? std::min(p.pp - stage - 1, m) : m;
+  for (int i = 0; i < warm; ++i) order.emplace_back(i, true);
+  for (int i = 0; i < m - warm; ++i) {
+    order.emplace_back(warm + i, true);
+    order.emplace_back(i, false);
+  }
+  for (int i = m - warm; i < m; ++i) order.emplace_back(i, false);
+  return order;
+}
+
+}  // namespace step_detail
+
+StatusOr<StepResult> ReplayStep(const ClusterSpec& c, const PlanSpec& p) {
+  using namespace step_detail;  // NOLINT
+  TESSERA_RETURN_IF_ERROR(CheckPlanFits(c, p));
+  const int d = c.supernode.devices;
+  const int m = p.MicroBatches();
+  const StageWork w0 = Stage(c, p, 0);
+  const double tp_ar = p.tp > 1 ? EstimateCollective(c, CollectiveKind::kAllReduce, w0.act_bytes,
+                                                     GroupLayout::Contiguous(c, p.tp)).time_s
+                                : 0;
+  const double tp_mb = 2 * w0.layers * tp_ar;  // per micro-batch and direction
+  const bool p2p_local = static_cast<int64_t>(p.tp) * p.dp < d;
+  const double p2p = EstimateP2P(c, w0.act_bytes, p2p_local);
   StepResult r;
-  r.tp_comm_s = 4.0 * tp_ar * layers * m;
+  r.tp_comm_s = 2 * tp_mb * m;
   std::vector<Task> tasks;
   auto add = [&](std::string name, int stage, Stream stream, double dur, std::vector<int> deps) {
     tasks.push_back(Task{std::move(name), stage, stream, dur, std::move(deps)});
@@ -140,44 +177,35 @@ StatusOr<StepResult> ReplayStep(const ClusterSpec& c, const PlanSpec& p) {
   auto stream_of = [&](int stage, Stream st) -> std::vector<int>& { return order[stage * kStreams + st]; };
   // Create the tasks (dependencies on tasks of other stages are filled in below).
   for (int st = 0; st < p.pp; ++st) {
+    const StageWork w = Stage(c, p, st);
     const bool last = st == p.pp - 1;
     for (int i = 0; i < m; ++i) {
-      fwd[st][i] = add(fmt::format("F{}", i), st, kCompute, layers * fwd_layer + (last ? head_fwd : 0), {});
-      bwd[st][i] = add(fmt::format("B{}", i), st, kCompute, layers * bwd_layer + (last ? head_bwd : 0), {fwd[st][i]});
+      fwd[st][i] = add(fmt::format("F{}", i), st, kCompute, w.fwd_s + tp_mb, {});
+      bwd[st][i] = add(fmt::format("B{}", i), st, kCompute, w.bwd_s + tp_mb, {fwd[st][i]});
       send_f[st][i] = last ? -1 : add(fmt::format("send F{}", i), st, kSendNext, p2p, {fwd[st][i]});
       send_b[st][i] = st == 0 ? -1 : add(fmt::format("send B{}", i), st, kSendPrev, p2p, {bwd[st][i]});
     }
   }
   for (int st = 0; st < p.pp; ++st) {
+    const StageWork w = Stage(c, p, st);
     for (int i = 0; i < m; ++i) {
       if (st > 0) tasks[fwd[st][i]].deps.push_back(send_f[st - 1][i]);
       if (st < p.pp - 1) tasks[bwd[st][i]].deps.push_back(send_b[st + 1][i]);
     }
-    // Compute order: 1F1B or GPipe.
     std::vector<int>& comp = stream_of(st, kCompute);
-    const int warm = p.one_f_one_b ? std::min(p.pp - st - 1, m) : m;
-    for (int i = 0; i < warm; ++i) comp.push_back(fwd[st][i]);
-    for (int i = 0; i < m - warm; ++i) {
-      comp.push_back(fwd[st][warm + i]);
-      comp.push_back(bwd[st][i]);
-    }
-    for (int i = m - warm; i < m; ++i) comp.push_back(bwd[st][i]);
-    for (int id : comp) {
-      const bool is_fwd = tasks[id].name[0] == 'F';
-      const int i = std::stoi(tasks[id].name.substr(1));
+    for (auto [i, is_fwd] : ComputeOrder(p, st)) {
+      comp.push_back(is_fwd ? fwd[st][i] : bwd[st][i]);
       if (is_fwd && send_f[st][i] >= 0) stream_of(st, kSendNext).push_back(send_f[st][i]);
       if (!is_fwd && send_b[st][i] >= 0) stream_of(st, kSendPrev).push_back(send_b[st][i]);
     }
     // Gradients: all-reduce over dp after the last backward, then the optimizer.
-    double params = 12.0 * layers * h * h + ((st == 0 || st == p.pp - 1) ? v * h : 0);
-    double grad_bytes = params * bf / p.tp;
-    double ar = p.dp > 1 ? EstimateCollective(c, CollectiveKind::kAllReduce, grad_bytes,
-                                              GroupLayout{p.dp, dp_local}).time_s
+    double ar = p.dp > 1 ? EstimateCollective(c, CollectiveKind::kAllReduce, w.grad_bytes,
+                                              GroupLayout{p.dp, w.dp_local}).time_s
                          : 0;
     if (st == 0) r.dp_comm_s = ar;
     int ar_id = add("dp all-reduce", st, kDataParallel, ar, {comp.back()});
     stream_of(st, kDataParallel).push_back(ar_id);
-    int opt = add("optimizer", st, kCompute, 2 * 16 * params / p.tp / c.device.hbm_bw, {ar_id});
+    int opt = add("optimizer", st, kCompute, w.optimizer_s, {ar_id});
     comp.push_back(opt);
   }
   // List scheduling: each stream runs its tasks in order, each when its dependencies are done.

@@ -23,6 +23,7 @@
 
 #include "tessera/sim/cluster_spec.h"
 #include "tessera/sim/device_model.h"
+#include "tessera/sim/topology.h"
 
 namespace tessera::sim {
 
@@ -58,12 +59,36 @@ struct StepResult {
   double dp_comm_s = 0;      // one stage's gradient all-reduce
   double tp_comm_s = 0;      // one stage's tensor-parallel communication per step
   double mfu = 0;            // model FLOPs / (devices x peak x step time)
-  std::vector<TraceEvent> trace;
+  int64_t flows = 0, events = 0;  // flow replay: engine flows + tasks, events
+  std::vector<TraceEvent> trace;  // flow replay: the pipeline of tp rank 0, dp replica 0
 };
 
 // Fails when the plan does not fit the cluster (devices, tp across super-nodes, divisibility).
 StatusOr<StepResult> ReplayStep(const ClusterSpec& cluster, const PlanSpec& plan);
+// The same step with every rank's communication as flows on the flow engine
+// over the cluster's topology (all dp x tp x pp ranks, no symmetry assumed)
+// and compute as timed tasks; see step_replay_flows.cc for the granularity.
+StatusOr<StepResult> ReplayStepFlows(const ClusterSpec& cluster, const PlanSpec& plan,
+                                     Routing routing = Routing::kAdaptive);
 // Chrome trace-event JSON (open in Perfetto or chrome://tracing).
 std::string ChromeTraceJson(const StepResult& result);
+
+// Shared by both replays.
+namespace step_detail {
+enum Stream { kCompute = 0, kSendNext = 1, kDataParallel = 2, kSendPrev = 3, kStreams = 4 };
+struct StageWork {
+  int layers = 0;             // per stage
+  double fwd_s = 0, bwd_s = 0;  // one micro-batch's compute per tp rank (roofline), LM head on the last stage
+  double act_bytes = 0;       // b s h bf16: a tp all-reduce and a stage-to-stage message
+  double params = 0;          // parameters of the stage (all its tp ranks)
+  double grad_bytes = 0;      // bf16 gradients per tp rank
+  double optimizer_s = 0;     // 16 bytes per parameter read and written through HBM
+  int dp_local = 1;           // dp replicas per super-node
+};
+Status CheckPlanFits(const ClusterSpec& c, const PlanSpec& p);
+StageWork Stage(const ClusterSpec& c, const PlanSpec& p, int stage);
+// Compute order of a stage: (micro-batch, is forward), 1F1B or GPipe.
+std::vector<std::pair<int, bool>> ComputeOrder(const PlanSpec& p, int stage);
+}  // namespace step_detail
 
 }  // namespace tessera::sim

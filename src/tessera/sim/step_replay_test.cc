@@ -67,6 +67,52 @@ TEST(StepReplayTest, ChromeTraceHasEveryTask) {
   EXPECT_EQ(static_cast<size_t>(spans), r->trace.size());
 }
 
+TEST(StepReplayTest, FlowReplayMatchesTheClosedFormWithoutContention) {
+  // Non-blocking switches, one pipeline per super-node pair: the flow replay
+  // of every rank agrees with the one-pipeline closed form.
+  ClusterSpec c = testing::ParseOrDie(testing::SpecText(8, 4, "kind = \"switch\"\nport_gbyte_s = 100",
+                                                        "kind = \"switch\"\nport_gbyte_s = 25"));
+  for (const std::string& text : {PlanText(4, 8, "1f1b", 2, 4, 51200), PlanText(2, 4, "gpipe", 8, 2, 51200)}) {
+    PlanSpec plan = *ParsePlanSpec(text, "plan.toml");
+    auto closed = ReplayStep(c, plan);
+    auto flows = ReplayStepFlows(c, plan);
+    ASSERT_TRUE(closed.ok() && flows.ok()) << flows.status().ToString();
+    EXPECT_NEAR(flows->step_time_s, closed->step_time_s, 0.03 * closed->step_time_s) << text;
+    EXPECT_NEAR(flows->tp_comm_s, closed->tp_comm_s, 0.05 * closed->tp_comm_s + 1e-9) << text;
+    EXPECT_NEAR(flows->dp_comm_s, closed->dp_comm_s, 0.05 * closed->dp_comm_s) << text;
+    EXPECT_NEAR(flows->bubble_fraction, closed->bubble_fraction, 0.02) << text;
+    EXPECT_EQ(flows->trace.size(), closed->trace.size());
+  }
+}
+
+TEST(StepReplayTest, FlowReplaySimulatesEveryRank) {
+  // 2 stages x dp 2 x tp 4 on 8-device super-nodes, 4 micro-batches: per rank
+  // and micro-batch 2 compute tasks and 2 tp ring flows, 4 x 8 pipeline sends
+  // per direction, dp rings of 2 ranks (2 steps x 2 flows) per (stage, tp
+  // index), per rank a gradient-ready marker and the optimizer.
+  ClusterSpec c = FreeNetwork();
+  PlanSpec plan = *ParsePlanSpec(PlanText(2, 4, "1f1b", 4, 2), "plan.toml");
+  auto r = ReplayStepFlows(c, plan);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->flows, 16 * 4 * 4 + 2 * 4 * 8 + 2 * 4 * 4 + 16 * 2);
+}
+
+TEST(StepReplayTest, FlowReplayShowsCollisionsBetweenConcurrentGroups) {
+  // One UBL128 super-node: tp 8 = one leaf, 8 dp groups of 16 ranks (one per
+  // leaf position) all-reduce gradients at once across the 16 leaves. The
+  // closed form costs each group alone on a non-blocking fabric; adaptive
+  // routing spreads the 8 groups over a leaf's 8 core uplinks and matches
+  // it, ECMP hashing puts several groups' flows on one uplink.
+  ClusterSpec c = testing::LoadPreset("ascend950-ubl128");
+  PlanSpec plan = *ParsePlanSpec(PlanText(1, 2, "1f1b", 8, 16, 51200), "plan.toml");
+  auto closed = ReplayStep(c, plan);
+  auto adaptive = ReplayStepFlows(c, plan, Routing::kAdaptive);
+  auto ecmp = ReplayStepFlows(c, plan, Routing::kEcmp);
+  ASSERT_TRUE(closed.ok() && adaptive.ok() && ecmp.ok()) << ecmp.status().ToString();
+  EXPECT_NEAR(adaptive->dp_comm_s, closed->dp_comm_s, 0.1 * closed->dp_comm_s);
+  EXPECT_GT(ecmp->dp_comm_s, 1.3 * adaptive->dp_comm_s);
+}
+
 TEST(StepReplayTest, RejectsPlansThatDoNotFit) {
   ClusterSpec c = FreeNetwork();
   EXPECT_FALSE(ReplayStep(c, *ParsePlanSpec(PlanText(1, 4, "1f1b", 16), "p.toml")).ok());   // tp > super-node
@@ -76,6 +122,7 @@ TEST(StepReplayTest, RejectsPlansThatDoNotFit) {
   EXPECT_NE(bad.status().message().find("p.toml:"), std::string::npos);
   EXPECT_NE(bad.status().message().find("parallel.pp"), std::string::npos);
   EXPECT_FALSE(ParsePlanSpec(PlanText(2, 4, "zb"), "p.toml").ok());
+  EXPECT_FALSE(ReplayStepFlows(c, *ParsePlanSpec(PlanText(4, 4, "1f1b", 8, 2), "p.toml")).ok());
 }
 
 }  // namespace

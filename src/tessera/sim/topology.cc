@@ -158,6 +158,11 @@ const Topology::Fabric& Topology::FabricFor(int src, int dst, int* a, int* b) co
   return network_;
 }
 
+int Topology::FabricPlanes(int src, int dst) const {
+  int a, b;
+  return FabricFor(src, dst, &a, &b).spec.planes;
+}
+
 int Topology::NumPaths(int src, int dst) const {
   int a, b;
   const Fabric& f = FabricFor(src, dst, &a, &b);
@@ -202,13 +207,21 @@ StatusOr<int> Topology::Select(int src, int dst, uint64_t flow_key, const std::f
       if (alive(idx)) best = idx;
     }
   } else {
-    double best_load = std::numeric_limits<double>::infinity();
+    // With one plane every path shares the access links (first and last), so
+    // their load bounds every path's from below: stop at a path that reaches
+    // it (the first such in hash order, as a full scan would pick), and stop
+    // summing a path once it cannot beat the best.
+    const bool shared_access = FabricPlanes(src, dst) == 1;
+    double best_load = std::numeric_limits<double>::infinity(), bound = 0;
     for (int i = 0; i < n; ++i) {
       int idx = static_cast<int>((h + i) % n);
       if (!alive(idx)) continue;
+      auto load_of = [&](int l) { return (active_flows_on(l) + 1) / capacity_[l]; };
+      if (shared_access && best < 0) bound = std::max(load_of(scratch_.front()), load_of(scratch_.back()));
       double load = 0;
-      for (int l : scratch_) load = std::max(load, (active_flows_on(l) + 1) / capacity_[l]);
+      for (size_t j = 0; j < scratch_.size() && load < best_load; ++j) load = std::max(load, load_of(scratch_[j]));
       if (load < best_load) best_load = load, best = idx;
+      if (shared_access && best_load <= bound) break;
     }
   }
   if (best < 0) return Unavailable("no live path from device {} to {}: all {} paths cross failed links", src, dst, n);

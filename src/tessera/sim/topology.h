@@ -58,6 +58,7 @@ class Topology : public PathSelector {
     int Build(FlowEngine& engine);  // returns links added
   };
   const Fabric& FabricFor(int src, int dst, int* a, int* b) const;
+  int FabricPlanes(int src, int dst) const;
 
   Routing routing_ = Routing::kEcmp;
   int devices_per_supernode_ = 1;
