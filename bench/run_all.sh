@@ -12,6 +12,10 @@ for b in build/bin/*_bench; do
 done
 echo "== training throughput vs PyTorch"
 bench/compare_torch.sh configs/train/default.toml 40 3
+echo "== parallel training: scaling and the default 8-rank mesh"
+bench/parallel_scaling.sh 40 3
+echo "== data-parallel training vs PyTorch DDP (Gloo)"
+bench/compare_torch_ddp.sh configs/train/default.toml 40 3
 if [ -x bench/compare_ccl.sh ]; then
   echo "== collectives vs Open MPI and Gloo"
   bench/compare_ccl.sh
