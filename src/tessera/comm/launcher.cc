@@ -175,6 +175,9 @@ Status Launch::SpawnAll(const std::string& path) {
       {"TESSERA_NODE_RANK", std::to_string(o_.node_rank)},
       {"TESSERA_NUM_NODES", std::to_string(o_.nnodes)},
   };
+  // The ranks write into pipes; tell them when those end on a terminal, so
+  // a progress bar can redraw in place (LineRelay relays '\r' redraws).
+  if (::isatty(o_.stdout_fd)) overrides.emplace(std::string("TESSERA_TERMINAL"), std::string(1, '1'));
   ranks_.resize(o_.nproc);
   for (int local = 0; local < o_.nproc; ++local) {
     LocalRank& r = ranks_[local];

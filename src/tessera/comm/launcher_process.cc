@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -111,11 +112,39 @@ bool WriteAll(int fd, const char* data, size_t n) {
   return true;
 }
 
+namespace {
+
+// The text a terminal would show for `data` written after a carriage
+// return: what follows the last '\r', without a leading erase-line escape.
+std::string_view AfterLastReturn(const char* data, size_t n) {
+  std::string_view s(data, n);
+  const size_t cr = s.rfind('\r');
+  if (cr != std::string_view::npos) s.remove_prefix(cr + 1);
+  constexpr std::string_view kEraseLine = "\033[2K";
+  if (s.substr(0, kEraseLine.size()) == kEraseLine) s.remove_prefix(kEraseLine.size());
+  return s;
+}
+
+}  // namespace
+
 void LineRelay::Emit(const char* data, size_t n) {
-  line_.assign(prefix_);
-  line_.append(data, n);
+  const std::string_view text = AfterLastReturn(data, n);
+  line_.assign(redraw_shown_ ? "\r\033[2K" : "");
+  redraw_shown_ = false;
+  line_.append(prefix_);
+  line_.append(text);
   line_.push_back('\n');
   WriteAll(out_fd_, line_.data(), line_.size());
+}
+
+void LineRelay::Redraw(const char* data, size_t n) {
+  const std::string_view text = AfterLastReturn(data, n);
+  if (text.empty()) return;
+  line_.assign("\r\033[2K");
+  line_.append(prefix_);
+  line_.append(text);
+  WriteAll(out_fd_, line_.data(), line_.size());
+  redraw_shown_ = true;
 }
 
 void LineRelay::Append(const char* data, size_t n) {
@@ -132,10 +161,21 @@ void LineRelay::Append(const char* data, size_t n) {
     start += kMaxLine;
   }
   pending_.erase(0, start);
+  // A partial line that redraws itself: show its latest state now.
+  const size_t cr = pending_.rfind('\r');
+  if (cr != std::string::npos) {
+    Redraw(pending_.data(), pending_.size());
+    pending_.erase(0, cr);
+  }
 }
 
 void LineRelay::Finish() {
-  if (!pending_.empty()) Emit(pending_.data(), pending_.size());
+  if (!pending_.empty() && !AfterLastReturn(pending_.data(), pending_.size()).empty()) {
+    Emit(pending_.data(), pending_.size());
+  } else if (redraw_shown_) {
+    WriteAll(out_fd_, "\n", 1);
+    redraw_shown_ = false;
+  }
   pending_.clear();
 }
 

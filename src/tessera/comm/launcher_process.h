@@ -27,6 +27,10 @@ StatusOr<pid_t> SpawnInNewGroup(const std::string& path, const std::vector<std::
 
 // Buffers one stream of one rank and writes whole lines, each with a
 // prefix, in a single write() each.
+// Relays a rank's output line by line with a prefix. A partial line that
+// redraws itself with '\r' (a progress bar) is relayed as a redraw of the
+// terminal line ("\r\033[2K" + prefix + text) as it arrives; the next
+// full line first clears it.
 class LineRelay {
  public:
   static constexpr size_t kMaxLine = 64 * 1024;
@@ -37,10 +41,12 @@ class LineRelay {
 
  private:
   void Emit(const char* data, size_t n);
+  void Redraw(const char* data, size_t n);
   std::string prefix_;
   int out_fd_;
   std::string pending_;
   std::string line_;
+  bool redraw_shown_ = false;
 };
 
 // Writes all of `text` to `fd` (retrying EINTR/partial writes); false if

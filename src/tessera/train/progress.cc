@@ -3,16 +3,28 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include <fmt/format.h>
 
 namespace tessera::train {
+namespace {
+
+// Under `tessera launch` stdout is a pipe to the launcher, which relays
+// in-place redraws to its terminal and says so with TESSERA_TERMINAL=1.
+bool OutputIsRelayedTerminal() {
+  const char* v = std::getenv("TESSERA_TERMINAL");
+  return v != nullptr && std::string_view(v) == "1";
+}
+
+}  // namespace
 
 Progress::Progress(int64_t total_steps, int64_t log_every, FILE* out, bool force_plain)
     : total_(std::max<int64_t>(1, total_steps)),
       log_every_(std::max<int64_t>(1, log_every)),
       out_(out),
-      interactive_(!force_plain && isatty(fileno(out))) {}
+      interactive_(!force_plain && (isatty(fileno(out)) || (out == stdout && OutputIsRelayedTerminal()))) {}
 
 std::string Progress::FormatDuration(double seconds) {
   if (!(seconds >= 0) || seconds > 1e7) return "?";

@@ -1,6 +1,8 @@
-// Progress output of a training run. On a terminal: one self-updating bar
-// line (step, loss, tokens/s, ETA) redrawn at most ~10 times a second; when
-// output is not a terminal (logs, CI): a plain line every `log_every` steps.
+// Progress output of a training run. On a terminal (or stdout relayed to
+// one by `tessera launch`, which sets TESSERA_TERMINAL=1): one self-updating
+// bar line (step, loss, tokens/s, ETA) redrawn at most ~10 times a second;
+// when output is not a terminal (logs, CI): a plain line every `log_every`
+// steps.
 // Evaluation results and messages always print as their own lines.
 // Single-threaded use.
 #pragma once
