@@ -3,20 +3,20 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 
 #include <fmt/format.h>
+
+#include "tessera/base/knobs.h"
 
 namespace tessera::train {
 namespace {
 
 // Under `tessera launch` stdout is a pipe to the launcher, which relays
 // in-place redraws to its terminal and says so with TESSERA_TERMINAL=1.
-bool OutputIsRelayedTerminal() {
-  const char* v = std::getenv("TESSERA_TERMINAL");
-  return v != nullptr && std::string_view(v) == "1";
-}
+base::Knob<bool> kRelayedTerminal("TESSERA_TERMINAL", false,
+                                  "stdout is relayed to a terminal (set by tessera launch): draw a progress bar");
+
+bool OutputIsRelayedTerminal() { return kRelayedTerminal.Get(); }
 
 }  // namespace
 
