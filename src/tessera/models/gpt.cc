@@ -43,20 +43,25 @@ CausalSelfAttention::CausalSelfAttention(const GptConfig& config)
   wo_ = make("wo", ResidualStd(config));
 }
 
-Tensor CausalSelfAttention::Forward(const Tensor& x) const {
-  const int64_t b = x.size(0), t = x.size(1), d = x.size(2);
-  auto heads = [&](const graph::nn::Linear& proj) {
-    Tensor y = graph::Reshape(proj.Forward(x), {b, t, n_heads_, head_dim_});
-    return graph::Contiguous(graph::Transpose(y, 1, 2));  // [B, H, T, Dh]
+Tensor MultiHeadCausalAttention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, int64_t head_dim,
+                                bool rope, float rope_base) {
+  const int64_t b = q.size(0), t = q.size(1);
+  auto split = [&](const Tensor& y) {
+    return graph::Contiguous(graph::Transpose(graph::Reshape(y, {b, t, heads, head_dim}), 1, 2));  // [B, H, T, Dh]
   };
-  Tensor q = heads(*wq_), k = heads(*wk_), v = heads(*wv_);
-  if (rope_) {
-    q = graph::Rope(q, rope_base_);
-    k = graph::Rope(k, rope_base_);
+  Tensor qh = split(q), kh = split(k), vh = split(v);
+  if (rope) {
+    qh = graph::Rope(qh, rope_base);
+    kh = graph::Rope(kh, rope_base);
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  Tensor o = graph::CausalAttention(q, k, v, scale);
-  o = graph::Reshape(graph::Transpose(o, 1, 2), {b, t, d});
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  Tensor o = graph::CausalAttention(qh, kh, vh, scale);
+  return graph::Reshape(graph::Transpose(o, 1, 2), {b, t, heads * head_dim});
+}
+
+Tensor CausalSelfAttention::Forward(const Tensor& x) const {
+  Tensor o = MultiHeadCausalAttention(wq_->Forward(x), wk_->Forward(x), wv_->Forward(x), n_heads_, head_dim_, rope_,
+                                      rope_base_);
   return wo_->Forward(o);
 }
 

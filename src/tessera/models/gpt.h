@@ -57,6 +57,14 @@ class Norm : public graph::Module {
   Tensor bias_;
 };
 
+// Causal multi-head attention on projected q, k, v [B, T, heads·head_dim]:
+// splits the heads, applies rotary positions (rope), runs the fused causal
+// attention with scale 1/√head_dim and merges the heads back to
+// [B, T, heads·head_dim]. CausalSelfAttention uses it with all heads, the
+// tensor-parallel attention with its local heads.
+Tensor MultiHeadCausalAttention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, int64_t head_dim,
+                                bool rope, float rope_base);
+
 class CausalSelfAttention : public graph::Module {
  public:
   explicit CausalSelfAttention(const GptConfig& config);

@@ -80,19 +80,8 @@ Tensor TensorParallelAttention::Forward(const Tensor& x) const {
   TESSERA_OP_CHECK(x.defined() && x.dim() == 3, "TensorParallelAttention: x must be [B, T, d], got {}",
                    x.defined() ? ShapeString(x.shape()) : std::string("undefined"));
   Tensor in = EnterRegion(x, tp_, sequence_parallel_, "TensorParallelAttention");
-  const int64_t b = in.size(0), t = in.size(1);
-  auto heads = [&](const ColumnParallelLinear& proj) {
-    Tensor y = graph::Reshape(proj.ForwardLocal(in), {b, t, local_heads_, head_dim_});
-    return graph::Contiguous(graph::Transpose(y, 1, 2));  // [B, H/tp, T, Dh]
-  };
-  Tensor q = heads(*wq_), k = heads(*wk_), v = heads(*wv_);
-  if (rope_) {
-    q = graph::Rope(q, rope_base_);
-    k = graph::Rope(k, rope_base_);
-  }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  Tensor o = graph::CausalAttention(q, k, v, scale);
-  o = graph::Reshape(graph::Transpose(o, 1, 2), {b, t, local_heads_ * head_dim_});
+  Tensor o = models::MultiHeadCausalAttention(wq_->ForwardLocal(in), wk_->ForwardLocal(in), wv_->ForwardLocal(in),
+                                              local_heads_, head_dim_, rope_, rope_base_);
   return wo_->Forward(o);
 }
 
