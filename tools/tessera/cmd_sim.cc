@@ -5,7 +5,7 @@
 //       [--cc dcqcn|none] [--pfc] [--fail-uplink SN:LEAF:SPINE ...] [--json]
 //   sim faults --cluster FILE [--cards N] [--spares S] [--work-days D] [--checkpoint-s C]
 //       [--restart-s R] [--interval-s I] [--json]      goodput under card failures
-//   sim step --cluster FILE --plan FILE [--trace OUT.json] [--json]   one training step replayed
+//   sim step --cluster FILE --plan FILE [--flows [--routing R]] [--trace OUT.json] [--json]   one training step
 //     time_s, algbw_GBps, busbw_GBps (nccl-tests formulas), utilization and
 //     sim_wall_s. `flow` runs the flow-level engine over the cluster's topology;
 //     `packet` the packet-level engine (queues, ECN/DCQCN, PFC; small cases);
@@ -43,6 +43,7 @@ struct SimArgs {
   std::string cc = "dcqcn";
   std::string plan;
   std::string trace;
+  bool flows = false;  // sim step: every rank's communication on the flow engine
   int64_t cards = 0;
   int64_t spares = -1;
   double work_days = 30;
@@ -191,7 +192,9 @@ Status Step(const SimArgs& a) {
   TESSERA_ASSIGN_OR_RETURN(sim::ClusterSpec spec, sim::LoadClusterSpec(a.cluster));
   TESSERA_ASSIGN_OR_RETURN(sim::PlanSpec plan, sim::LoadPlanSpec(a.plan));
   const auto t0 = std::chrono::steady_clock::now();
-  TESSERA_ASSIGN_OR_RETURN(sim::StepResult r, sim::ReplayStep(spec, plan));
+  TESSERA_ASSIGN_OR_RETURN(sim::Routing routing, sim::ParseRouting(a.routing));
+  TESSERA_ASSIGN_OR_RETURN(sim::StepResult r,
+                           a.flows ? sim::ReplayStepFlows(spec, plan, routing) : sim::ReplayStep(spec, plan));
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!a.trace.empty()) {
     std::ofstream out(a.trace);
@@ -254,6 +257,8 @@ void RegisterSimCommand(CLI::App& app) {
   step->add_option("--plan", args->plan, "plan TOML ([model] layers hidden seq vocab; [parallel] dp tp pp ...)")
       ->required();
   step->add_option("--trace", args->trace, "write a Chrome trace-event JSON here");
+  step->add_flag("--flows", args->flows, "simulate every rank's communication as flows (slower)");
+  step->add_option("--routing", args->routing, "with --flows: ecmp or adaptive");
   step->add_flag("--json", args->json, "print one JSON object");
   step->callback([args] { ExitWith(Step(*args)); });
 }

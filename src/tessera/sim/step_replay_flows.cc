@@ -6,8 +6,10 @@
 // per layer and direction of a micro-batch are one pipelined ring — each
 // rank streams 2 l x 2(tp-1)/tp x b s h bf16 bytes to its ring neighbour (the
 // bytes a ring all-reduce puts on every link), released when both ranks
-// have finished the compute, delayed by the ring's 2 l x 2(tp-1) step
-// latencies; the rank's next compute waits for its send and its receive.
+// have finished the compute, delayed by the latency terms of the 2 l
+// all-reduces as the analytic model's algorithm has them (ring 2(tp-1)
+// steps, halving-doubling 2 log2 tp); the rank's next compute waits for its
+// send and its receive.
 // Megatron's all-reduces block the compute stream, so merging a micro-batch's
 // all-reduces changes no closed-form time; what it averages is contention,
 // over a micro-batch instead of per layer. Pipeline: one flow per rank and
@@ -17,6 +19,7 @@
 // analytic model's algorithm), after each rank's last backward; then the
 // optimizer task.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "tessera/sim/collective_cost.h"
@@ -55,7 +58,12 @@ StatusOr<StepResult> ReplayStepFlows(const ClusterSpec& c, const PlanSpec& p, Ro
   double alpha = 0;
   std::vector<int> scratch;
   for (int t = 0; t < p.tp && p.tp > 1; ++t) alpha = std::max(alpha, topo.Path(t, L.RingNext(t), 0, &scratch));
-  const double ring_steps = 2.0 * work[0].layers * 2 * (p.tp - 1);
+  const CollectiveAlgo tp_algo =
+      p.tp > 1 ? EstimateCollective(c, CollectiveKind::kAllReduce, work[0].act_bytes, GroupLayout::Contiguous(c, p.tp)).algo
+               : CollectiveAlgo::kRing;
+  const double steps_per_ar =
+      tp_algo == CollectiveAlgo::kRing ? 2.0 * (p.tp - 1) : 2.0 * std::ceil(std::log2(static_cast<double>(p.tp)));
+  const double ring_steps = 2.0 * work[0].layers * steps_per_ar;
   const double tp_bytes = 2.0 * work[0].layers * 2 * (p.tp - 1) / p.tp * work[0].act_bytes;
 
   // Nodes per (rank, micro-batch, direction): compute task, tp ring flow out, pipeline send.
