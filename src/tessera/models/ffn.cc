@@ -68,53 +68,69 @@ MoeFfn::MoeFfn(const GptConfig& config)
 
 int64_t MoeFfn::ParametersPerExpert() const { return (*experts_)[0].NumParameters(); }
 
+MoeRoute RouteTokens(const graph::nn::Linear& router, const Tensor& xf, int num_experts, int top_k,
+                     bool normalize_top_k, double capacity_factor) {
+  const int64_t n = xf.size(0);
+  const int k = top_k;
+  MoeRoute route;
+  // Routing in fp32 whatever the activation dtype.
+  Tensor probs = graph::Softmax(router.Forward(graph::Cast(xf, DType::kF32)), -1);
+  graph::TopKOutput top = graph::TopK(probs, k);
+  route.gates = normalize_top_k ? graph::Div(top.values, graph::Sum(top.values, {-1}, /*keepdim=*/true))
+                                : top.values;
+  route.aux_loss = LoadBalancingLoss(probs, top.indices, num_experts);
+  route.expert_indices = top.indices.ToIntVector();
+  if (capacity_factor > 0.0) {
+    route.capacity = static_cast<int64_t>(
+        std::ceil(capacity_factor * static_cast<double>(n) * k / static_cast<double>(num_experts)));
+  }
+  route.rows.resize(num_experts);
+  route.slots.resize(num_experts);
+  for (int j = 0; j < k; ++j) {
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t e = route.expert_indices[t * k + j];
+      if (route.capacity >= 0 && static_cast<int64_t>(route.rows[e].size()) >= route.capacity) {
+        ++route.dropped;
+        continue;
+      }
+      route.rows[e].push_back(t);
+      route.slots[e].push_back(t * k + j);
+    }
+  }
+  return route;
+}
+
+void RecordRouting(const MoeRoute& route, int64_t tokens, int top_k, int num_experts, MoeRouting* r) {
+  r->tokens = tokens;
+  r->top_k = top_k;
+  r->num_experts = num_experts;
+  r->expert_indices = route.expert_indices;
+  r->gates = route.gates.ToFloatVector();
+  r->tokens_per_expert.assign(num_experts, 0);
+  for (int e = 0; e < num_experts; ++e) r->tokens_per_expert[e] = static_cast<int64_t>(route.rows[e].size());
+  r->capacity = route.capacity;
+  r->dropped = route.dropped;
+  r->aux_loss = route.aux_loss.Item();
+}
+
 MoeOutput MoeFfn::Forward(const Tensor& x) {
   const int64_t d = x.size(-1);
   Tensor xf = graph::Reshape(x, {-1, d});
   const int64_t n = xf.size(0);
-  const int k = top_k_;
+  const MoeRoute route = RouteTokens(*router_, xf, num_experts_, top_k_, normalize_top_k_, capacity_factor_);
 
-  // Routing in fp32 whatever the activation dtype.
-  Tensor logits = router_->Forward(graph::Cast(xf, DType::kF32));
-  Tensor probs = graph::Softmax(logits, -1);
-  graph::TopKOutput top = graph::TopK(probs, k);
-  Tensor gates = normalize_top_k_ ? graph::Div(top.values, graph::Sum(top.values, {-1}, /*keepdim=*/true))
-                                  : top.values;
-  Tensor aux = LoadBalancingLoss(probs, top.indices, num_experts_);
-
-  // Dispatch plan: expert -> (token rows, flat gate slots), choice rank first.
-  const std::vector<int64_t> idx = top.indices.ToIntVector();
-  int64_t capacity = -1;
-  if (capacity_factor_ > 0.0) {
-    capacity = static_cast<int64_t>(
-        std::ceil(capacity_factor_ * static_cast<double>(n) * k / static_cast<double>(num_experts_)));
-  }
-  std::vector<std::vector<int64_t>> rows(num_experts_), slots(num_experts_);
-  int64_t dropped = 0;
-  for (int j = 0; j < k; ++j) {
-    for (int64_t t = 0; t < n; ++t) {
-      const int64_t e = idx[t * k + j];
-      if (capacity >= 0 && static_cast<int64_t>(rows[e].size()) >= capacity) {
-        ++dropped;
-        continue;
-      }
-      rows[e].push_back(t);
-      slots[e].push_back(t * k + j);
-    }
-  }
-
-  Tensor gates_flat = graph::Reshape(gates, {n * k, 1});
+  Tensor gates_flat = graph::Reshape(route.gates, {n * top_k_, 1});
   std::vector<Tensor> outs;
   std::vector<int64_t> all_rows;
-  all_rows.reserve(static_cast<size_t>(n) * k);
+  all_rows.reserve(static_cast<size_t>(n) * top_k_);
   for (int e = 0; e < num_experts_; ++e) {
-    if (rows[e].empty()) continue;
-    const auto m = static_cast<int64_t>(rows[e].size());
-    Tensor xe = graph::GatherRows(xf, Tensor::FromInts(rows[e], {m}));
+    if (route.rows[e].empty()) continue;
+    const auto m = static_cast<int64_t>(route.rows[e].size());
+    Tensor xe = graph::GatherRows(xf, Tensor::FromInts(route.rows[e], {m}));
     Tensor he = (*experts_)[e].Forward(xe);
-    Tensor ge = graph::Cast(graph::GatherRows(gates_flat, Tensor::FromInts(slots[e], {m})), he.dtype());
+    Tensor ge = graph::Cast(graph::GatherRows(gates_flat, Tensor::FromInts(route.slots[e], {m})), he.dtype());
     outs.push_back(graph::Mul(he, ge));
-    all_rows.insert(all_rows.end(), rows[e].begin(), rows[e].end());
+    all_rows.insert(all_rows.end(), route.rows[e].begin(), route.rows[e].end());
   }
   Tensor y;
   if (outs.empty()) {
@@ -123,19 +139,8 @@ MoeOutput MoeFfn::Forward(const Tensor& x) {
     Tensor cat = outs.size() == 1 ? outs[0] : graph::Concat(outs, 0);
     y = graph::ScatterAddRows(cat, Tensor::FromInts(all_rows, {static_cast<int64_t>(all_rows.size())}), n);
   }
-
-  MoeRouting& r = last_routing_;
-  r.tokens = n;
-  r.top_k = k;
-  r.num_experts = num_experts_;
-  r.expert_indices = idx;
-  r.gates = gates.ToFloatVector();
-  r.tokens_per_expert.assign(num_experts_, 0);
-  for (int e = 0; e < num_experts_; ++e) r.tokens_per_expert[e] = static_cast<int64_t>(rows[e].size());
-  r.capacity = capacity;
-  r.dropped = dropped;
-  r.aux_loss = aux.Item();
-  return {graph::Reshape(y, x.shape()), aux};
+  RecordRouting(route, n, top_k_, num_experts_, &last_routing_);
+  return {graph::Reshape(y, x.shape()), route.aux_loss};
 }
 
 }  // namespace tessera::models

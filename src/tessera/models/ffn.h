@@ -70,6 +70,23 @@ struct MoeOutput {
 // given the chosen experts `expert_indices` [N, k] (int64).
 Tensor LoadBalancingLoss(const Tensor& probs, const Tensor& expert_indices, int num_experts);
 
+// Steps 1, 2, 4 and 5 above for tokens xf [N, d]: the routing decision that
+// MoeFfn and the expert-parallel layer (parallel/) share.
+struct MoeRoute {
+  Tensor gates;     // [N, k], differentiable w.r.t. the router
+  Tensor aux_loss;  // scalar fp32, differentiable w.r.t. the router
+  std::vector<int64_t> expert_indices;  // [N·k]: choice j of token n at n·k + j
+  int64_t capacity = -1;                // -1 = unlimited
+  // Per expert, the kept assignments in dispatch order (all first choices,
+  // then second choices, ...): token rows and their slots n·k + j in gates.
+  std::vector<std::vector<int64_t>> rows, slots;
+  int64_t dropped = 0;
+};
+MoeRoute RouteTokens(const graph::nn::Linear& router, const Tensor& xf, int num_experts, int top_k,
+                     bool normalize_top_k, double capacity_factor);
+// Fills `r` from a route (gates read back to the host).
+void RecordRouting(const MoeRoute& route, int64_t tokens, int top_k, int num_experts, MoeRouting* r);
+
 class MoeFfn : public graph::Module {
  public:
   explicit MoeFfn(const GptConfig& config);

@@ -16,29 +16,6 @@ namespace {
 // MoeFfn's dispatch plan: per expert, the kept token rows and their flat
 // gate slots (token · k + choice), choice rank first, then token order;
 // beyond `capacity` (>= 0) assignments are dropped.
-struct DispatchPlan {
-  std::vector<std::vector<int64_t>> rows, slots;
-  int64_t dropped = 0;
-};
-
-DispatchPlan PlanDispatch(const std::vector<int64_t>& idx, int64_t n, int k, int num_experts, int64_t capacity) {
-  DispatchPlan plan;
-  plan.rows.resize(num_experts);
-  plan.slots.resize(num_experts);
-  for (int j = 0; j < k; ++j) {
-    for (int64_t t = 0; t < n; ++t) {
-      const int64_t e = idx[t * k + j];
-      if (capacity >= 0 && static_cast<int64_t>(plan.rows[e].size()) >= capacity) {
-        ++plan.dropped;
-        continue;
-      }
-      plan.rows[e].push_back(t);
-      plan.slots[e].push_back(t * k + j);
-    }
-  }
-  return plan;
-}
-
 void LoadInto(graph::Module& dst, const graph::Module& src, const std::string& what) {
   Status st = dst.LoadStateDict(src.StateDict());
   TESSERA_OP_CHECK(st.ok(), "ExpertParallelMoe: {} does not match the config: {}", what, st.ToString());
@@ -97,19 +74,10 @@ models::MoeOutput ExpertParallelMoe::Forward(const Tensor& x) {
   const int local = num_local_experts();
   Tensor xf = graph::Reshape(x, {n, d});
 
-  // Routing, exactly as MoeFfn (fp32 whatever the activation dtype).
-  Tensor probs = graph::Softmax(router_->Forward(graph::Cast(xf, DType::kF32)), -1);
-  graph::TopKOutput top = graph::TopK(probs, k);
-  Tensor gates = normalize_top_k_ ? graph::Div(top.values, graph::Sum(top.values, {-1}, /*keepdim=*/true))
-                                  : top.values;
-  Tensor aux = models::LoadBalancingLoss(probs, top.indices, num_experts_);
-  const std::vector<int64_t> idx = top.indices.ToIntVector();
-  int64_t capacity = -1;
-  if (capacity_factor_ > 0.0) {
-    capacity = static_cast<int64_t>(
-        std::ceil(capacity_factor_ * static_cast<double>(n) * k / static_cast<double>(num_experts_)));
-  }
-  const DispatchPlan plan = PlanDispatch(idx, n, k, num_experts_, capacity);
+  // Routing, exactly as MoeFfn (the same function).
+  const models::MoeRoute plan =
+      models::RouteTokens(*router_, xf, num_experts_, k, normalize_top_k_, capacity_factor_);
+  const Tensor& gates = plan.gates;
 
   // Send side: kept rows in expert order = grouped by owner rank.
   std::vector<int64_t> send_rows, send_slots, expert_counts(num_experts_), send_per_rank(ranks, 0);
@@ -159,18 +127,9 @@ models::MoeOutput ExpertParallelMoe::Forward(const Tensor& x) {
   Tensor gate_rows = graph::GatherRows(graph::Reshape(gates, {n * k, 1}), Ints(send_slots));
   Tensor y = graph::ScatterAddRows(graph::Mul(back, graph::Cast(gate_rows, back.dtype())), Ints(send_rows), n);
 
-  models::MoeRouting& r = last_routing_;
-  r.tokens = n;
-  r.top_k = k;
-  r.num_experts = num_experts_;
-  r.expert_indices = idx;
-  r.gates = gates.ToFloatVector();
-  r.tokens_per_expert = expert_counts;
-  r.capacity = capacity;
-  r.dropped = plan.dropped;
-  r.aux_loss = aux.Item();
+  models::RecordRouting(plan, n, k, num_experts_, &last_routing_);
   last_received_rows_ = received;
-  return {graph::Reshape(y, x.shape()), aux};
+  return {graph::Reshape(y, x.shape()), plan.aux_loss};
 }
 
 }  // namespace tessera::parallel
