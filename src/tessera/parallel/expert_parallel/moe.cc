@@ -13,9 +13,6 @@
 namespace tessera::parallel {
 namespace {
 
-// MoeFfn's dispatch plan: per expert, the kept token rows and their flat
-// gate slots (token · k + choice), choice rank first, then token order;
-// beyond `capacity` (>= 0) assignments are dropped.
 void LoadInto(graph::Module& dst, const graph::Module& src, const std::string& what) {
   Status st = dst.LoadStateDict(src.StateDict());
   TESSERA_OP_CHECK(st.ok(), "ExpertParallelMoe: {} does not match the config: {}", what, st.ToString());
