@@ -197,6 +197,7 @@ StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const models::GptConfig& mo
       segs.push_back(st->num_segments());
       st->AddSegment("embed", -1, std::move(p), std::move(partial));
       st->tied_master_ = split_tied;
+      st->segments_.back().tied_embedding = split_tied;
     }
     for (int layer = st->first_layer_[vs]; layer < st->first_layer_[vs + 1]; ++layer) {
       segs.push_back(st->num_segments());
@@ -215,6 +216,7 @@ StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const models::GptConfig& mo
       }
       segs.push_back(st->num_segments());
       st->AddSegment("head", model_config.n_layers, std::move(p), std::move(partial));
+      st->segments_.back().tied_embedding = st->tied_copy_;
       if (tied && !split_tied) {  // the embedding is segment 0 of this rank
         const std::vector<int>& emb = st->segments_.front().buckets;
         st->segments_.back().uses.insert(st->segments_.back().uses.end(), emb.begin(), emb.end());

@@ -87,6 +87,7 @@ class GptStage {
                                // embedding's for a head tied to an embedding on this rank
     std::vector<Tensor> partial_grads;  // replicated parameters with per-rank partial gradients
                                         // (sequence parallelism): summed over tp before reduction
+    bool tied_embedding = false;  // holds an embedding tied across stages (SyncTiedEmbedding first)
   };
 
   static StatusOr<std::unique_ptr<GptStage>> Create(const models::GptConfig& model, const ParallelConfig& config,

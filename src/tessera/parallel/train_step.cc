@@ -125,6 +125,25 @@ Status TrainStep::RunPipeline(const std::vector<MicroBatchInput>& micro_batches,
     for (int s : stage_.chunk_segments(chunk)) x = stage_.RunSegment(s, x, micro_batches[mb], &result->stats);
     return x;
   };
+  // A chunk's gradients are final after its last micro-batch's backward:
+  // reduce its segments then, while the pipeline drains. Segments holding a
+  // tied embedding wait for SyncTiedEmbedding after the flush.
+  std::vector<int> backwards(stage_.num_chunks(), 0);
+  std::vector<bool> reduced(stage_.num_segments(), false);
+  auto reduce_segment = [&](int s) -> Status {
+    TESSERA_RETURN_IF_ERROR(stage_.SyncPartialGradients(s));
+    for (int b : stage_.segment(s).buckets) TESSERA_RETURN_IF_ERROR(zero_.ReduceGradients(b));
+    reduced[s] = true;
+    return Status::Ok();
+  };
+  stage.after_backward = [&](int chunk, int) -> Status {
+    if (++backwards[chunk] < m) return Status::Ok();
+    const std::vector<int>& segs = stage_.chunk_segments(chunk);
+    for (auto it = segs.rbegin(); it != segs.rend(); ++it) {
+      if (!stage_.segment(*it).tied_embedding) TESSERA_RETURN_IF_ERROR(reduce_segment(*it));
+    }
+    return Status::Ok();
+  };
   Status st = executor_->RunStep(stage);
   const PipelineStepStats& ps = executor_->last_step();
   for (const PipelineEvent& e : ps.timeline) result->timeline.push_back({e.name, e.category, e.start_s, e.dur_s});
@@ -133,13 +152,9 @@ Status TrainStep::RunPipeline(const std::vector<MicroBatchInput>& micro_batches,
   result->p2p_wait_s += ps.comm_wait_s;
   result->bubble_fraction = ps.bubble_fraction;
   if (!st.ok()) return st;
-  // After the flush every gradient is final: tied embedding, sequence-
-  // parallel partial sums, then the data-parallel reductions (last layers
-  // first).
   TESSERA_RETURN_IF_ERROR(stage_.SyncTiedEmbedding());
   for (int s = stage_.num_segments() - 1; s >= 0; --s) {
-    TESSERA_RETURN_IF_ERROR(stage_.SyncPartialGradients(s));
-    for (int b : stage_.segment(s).buckets) TESSERA_RETURN_IF_ERROR(zero_.ReduceGradients(b));
+    if (!reduced[s]) TESSERA_RETURN_IF_ERROR(reduce_segment(s));
   }
   return Status::Ok();
 }

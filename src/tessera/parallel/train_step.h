@@ -11,9 +11,11 @@
 // and releases them right after.
 // Several stages (pp > 1): the pipeline executor runs the configured
 // schedule (gpipe, 1f1b, interleaved) over the pp group, each chunk's
-// segments on the executor's per-(micro-batch, chunk) tape; after the
-// flush the tied embedding's gradient is summed between the first and last
-// stage and the buckets are reduced (ZeRO-3 needs pp = 1).
+// segments on the executor's per-(micro-batch, chunk) tape; a chunk's
+// buckets start reducing after its last micro-batch's backward, while the
+// pipeline drains; after the flush the tied embedding's gradient is summed
+// between the first and last stage and its buckets follow (ZeRO-3 needs
+// pp = 1).
 // Recompute happens inside the segments (graph::Checkpoint).
 // Every phase is recorded as a timeline event (Chrome trace categories
 // "compute", "comm").

@@ -144,6 +144,10 @@ class PipelineExecutor::Step {
       if (!st.ok()) return st.WithContext(Where(mb, chunk));
     }
     in_flight_.erase(it);
+    if (stage_.after_backward) {
+      Status st = stage_.after_backward(chunk, mb);
+      if (!st.ok()) return st.WithContext(Where(mb, chunk));
+    }
     return Status::Ok();
   }
 

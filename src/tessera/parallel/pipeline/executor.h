@@ -54,6 +54,9 @@ struct PipelineStage {
   // Shape and dtype of the activation virtual stage (chunk, this stage)
   // receives for micro-batch mb.
   std::function<std::pair<Shape, DType>(int chunk, int microbatch)> input_spec;
+  // Optional: called after each backward action (its input gradient already
+  // sent upstream), e.g. to start reducing gradients that are now final.
+  std::function<Status(int chunk, int microbatch)> after_backward;
 };
 
 struct PipelineConfig {
