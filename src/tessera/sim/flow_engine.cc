@@ -45,14 +45,13 @@ int FlowEngine::AddFlow(std::vector<int> links, double bytes, double release_s, 
   TESSERA_CHECK(!links.empty() && bytes >= 0 && !prepared_, "flow needs links and bytes >= 0");
   for (int l : links) TESSERA_CHECK(l >= 0 && l < num_links(), "flow uses unknown link {}", l);
   Flow f;
-  f.bytes = f.remaining = bytes;
+  f.bytes = bytes;
   f.release_s = release_s;
   f.extra_latency_s = extra_latency_s;
   f.explicit_route = true;
   flows_.push_back(f);
   explicit_links_.resize(flows_.size());
   explicit_links_.back() = std::move(links);
-  dependents_.emplace_back();
   return num_flows() - 1;
 }
 
@@ -62,23 +61,22 @@ int FlowEngine::AddRoutedFlow(int src, int dst, double bytes, double release_s, 
   f.src = src;
   f.dst = dst;
   f.key = flow_key;
-  f.bytes = f.remaining = bytes;
+  f.bytes = bytes;
   f.release_s = release_s;
   flows_.push_back(f);
   explicit_links_.emplace_back();
-  dependents_.emplace_back();
   return num_flows() - 1;
 }
 
 void FlowEngine::AddDependency(int flow, int depends_on) {
   TESSERA_CHECK(flow >= 0 && flow < num_flows() && depends_on >= 0 && depends_on < num_flows() && flow != depends_on,
                 "dependency {} -> {}", depends_on, flow);
-  dependents_[depends_on].push_back(flow);
+  dep_edges_.emplace_back(depends_on, flow);
   ++flows_[flow].pending_deps;
 }
 
 std::vector<int> FlowEngine::route(int flow) const {
-  const Flow& f = flows_[flow];
+  const FlowState& f = state_[flow];
   return std::vector<int>(route_links_.begin() + f.first_link, route_links_.begin() + f.first_link + f.num_links);
 }
 
@@ -92,13 +90,22 @@ int FlowEngine::AddTask(double duration_s, double release_s) {
   f.explicit_route = true;
   flows_.push_back(f);
   explicit_links_.emplace_back();
-  dependents_.emplace_back();
   return num_flows() - 1;
 }
 
 Status FlowEngine::Prepare() {
   prepared_ = true;
+  // Dependents as one CSR array (no per-flow allocation).
+  dep_offset_.assign(flows_.size() + 1, 0);
+  for (auto [from, to] : dep_edges_) ++dep_offset_[from + 1];
+  for (size_t f = 0; f < flows_.size(); ++f) dep_offset_[f + 1] += dep_offset_[f];
+  dep_list_.resize(dep_edges_.size());
+  std::vector<int> fill(dep_offset_.begin(), dep_offset_.end() - 1);
+  for (auto [from, to] : dep_edges_) dep_list_[fill[from]++] = to;
+  std::vector<std::pair<int, int>>().swap(dep_edges_);
   results_.assign(flows_.size(), FlowResult{});
+  state_.assign(flows_.size(), FlowState{});
+  for (size_t f = 0; f < flows_.size(); ++f) state_[f].remaining = flows_[f].bytes;
   link_flows_.assign(capacity_.size(), {});
   link_mark_.assign(capacity_.size(), 0);
   stat_mark_.assign(capacity_.size(), 0);
@@ -121,8 +128,9 @@ Status FlowEngine::Prepare() {
 
 Status FlowEngine::Release(int f, double t) {
   Flow& fl = flows_[f];
+  FlowState& st = state_[f];
   results_[f].release_s = t;
-  fl.first_link = static_cast<int>(route_links_.size());
+  st.first_link = static_cast<int>(route_links_.size());
   double latency = fl.extra_latency_s;
   if (fl.explicit_route) {
     for (int l : explicit_links_[f]) {
@@ -138,8 +146,8 @@ Status FlowEngine::Release(int f, double t) {
                              selector_->Select(fl.src, fl.dst, fl.key, load, failed_, &route_links_, &path_latency));
     latency += path_latency;
   }
-  fl.num_links = static_cast<int>(route_links_.size()) - fl.first_link;
-  for (int i = 0; i < fl.num_links; ++i) ++routed_on_[route_links_[fl.first_link + i]];
+  st.num_links = static_cast<int>(route_links_.size()) - st.first_link;
+  for (int i = 0; i < st.num_links; ++i) ++routed_on_[route_links_[st.first_link + i]];
   slot_pos_.resize(route_links_.size(), -1);
   results_[f].start_s = t + latency;
   PushHeap(starts_, Timed{t + latency, f});
@@ -148,15 +156,16 @@ Status FlowEngine::Release(int f, double t) {
 
 void FlowEngine::Activate(int f) {
   Flow& fl = flows_[f];
+  FlowState& st = state_[f];
   fl.active = true;
-  fl.rate = 0;
-  fl.updated_s = now_;
-  fl.finish_t = kInf;
+  st.rate = 0;
+  st.updated_s = now_;
+  st.finish_t = kInf;
   active_pos_[f] = static_cast<int>(active_.size());
   active_.push_back(f);
-  for (int i = 0; i < fl.num_links; ++i) {
-    int l = route_links_[fl.first_link + i];
-    slot_pos_[fl.first_link + i] = static_cast<int>(link_flows_[l].size());
+  for (int i = 0; i < st.num_links; ++i) {
+    int l = route_links_[st.first_link + i];
+    slot_pos_[st.first_link + i] = static_cast<int>(link_flows_[l].size());
     link_flows_[l].emplace_back(f, i);
     dirty_links_.push_back(l);
   }
@@ -164,16 +173,17 @@ void FlowEngine::Activate(int f) {
 
 void FlowEngine::Deactivate(int f) {
   Flow& fl = flows_[f];
+  FlowState& st = state_[f];
   HeapRemove(f);
   fl.active = false;
   fl.done = true;
-  fl.rate = 0;
-  for (int i = 0; i < fl.num_links; ++i) {
-    int l = route_links_[fl.first_link + i];
+  st.rate = 0;
+  for (int i = 0; i < st.num_links; ++i) {
+    int l = route_links_[st.first_link + i];
     auto& lf = link_flows_[l];
-    int pos = slot_pos_[fl.first_link + i];
+    int pos = slot_pos_[st.first_link + i];
     lf[pos] = lf.back();
-    slot_pos_[flows_[lf[pos].first].first_link + lf[pos].second] = pos;
+    slot_pos_[state_[lf[pos].first].first_link + lf[pos].second] = pos;
     lf.pop_back();
     dirty_links_.push_back(l);
   }
@@ -204,9 +214,9 @@ void FlowEngine::Recompute() {
       // Give up on locality: the connected component of the candidates
       // (no outside flow touches it, so one filling is exact).
       for (size_t i = 0; i < refill_.size(); ++i) {
-        const Flow& fl = flows_[refill_[i]];
-        for (int j = 0; j < fl.num_links; ++j) {
-          for (auto [g, slot] : link_flows_[route_links_[fl.first_link + j]]) {
+        const FlowState& st = state_[refill_[i]];
+        for (int j = 0; j < st.num_links; ++j) {
+          for (auto [g, slot] : link_flows_[route_links_[st.first_link + j]]) {
             (void)slot;
             if (flow_mark_[g] != epoch_) flow_mark_[g] = epoch_, refill_.push_back(g);
           }
@@ -217,8 +227,8 @@ void FlowEngine::Recompute() {
     }
   }
   for (int f : refill_) {
-    flows_[f].bottleneck = new_bottleneck_[f];
-    if (new_rate_[f] != flows_[f].rate) SetRate(f, new_rate_[f]);
+    state_[f].bottleneck = new_bottleneck_[f];
+    if (new_rate_[f] != state_[f].rate) SetRate(f, new_rate_[f]);
   }
 }
 
@@ -226,9 +236,9 @@ void FlowEngine::Fill() {
   ++fill_epoch_;
   refill_links_.clear();
   for (int f : refill_) {
-    const Flow& fl = flows_[f];
-    for (int j = 0; j < fl.num_links; ++j) {
-      int l = route_links_[fl.first_link + j];
+    const FlowState& st = state_[f];
+    for (int j = 0; j < st.num_links; ++j) {
+      int l = route_links_[st.first_link + j];
       if (link_mark_[l] != fill_epoch_) link_mark_[l] = fill_epoch_, refill_links_.push_back(l);
     }
   }
@@ -241,7 +251,7 @@ void FlowEngine::Fill() {
       if (flow_mark_[g] == epoch_) {
         ++count;
       } else {
-        used += flows_[g].rate;
+        used += state_[g].rate;
       }
     }
     rem_[l] = capacity_[l] - used;
@@ -262,9 +272,9 @@ void FlowEngine::Fill() {
       new_rate_[f] = share;
       new_bottleneck_[f] = l;
       ++rate_updates_;
-      const Flow& fl = flows_[f];
-      for (int j = 0; j < fl.num_links; ++j) {
-        int l2 = route_links_[fl.first_link + j];
+      const FlowState& st = state_[f];
+      for (int j = 0; j < st.num_links; ++j) {
+        int l2 = route_links_[st.first_link + j];
         if (l2 == l) continue;
         rem_[l2] -= share;
         if (--cnt_[l2] > 0) {
@@ -282,7 +292,7 @@ void FlowEngine::LinkStats(int l) {
   double load = 0, max_rate = 0;
   for (auto [g, slot] : link_flows_[l]) {
     (void)slot;
-    double r = flow_mark_[g] == epoch_ ? new_rate_[g] : flows_[g].rate;
+    double r = flow_mark_[g] == epoch_ ? new_rate_[g] : state_[g].rate;
     load += r;
     max_rate = std::max(max_rate, r);
   }
@@ -309,7 +319,7 @@ int FlowEngine::CollectViolations() {
     const double r = new_rate_[f];
     for (auto [g, slot] : link_flows_[new_bottleneck_[f]]) {
       (void)slot;
-      if (flow_mark_[g] != epoch_ && frozen_mark_[g] != fill_epoch_ && flows_[g].rate > r * (1 + kRelEps)) record(g);
+      if (flow_mark_[g] != epoch_ && frozen_mark_[g] != fill_epoch_ && state_[g].rate > r * (1 + kRelEps)) record(g);
     }
   }
   for (int l : refill_links_) {
@@ -317,12 +327,12 @@ int FlowEngine::CollectViolations() {
       (void)slot;
       if (flow_mark_[g] == epoch_ || frozen_mark_[g] == fill_epoch_) continue;
       frozen_mark_[g] = fill_epoch_;  // checked
-      const Flow& fl = flows_[g];
+      const FlowState& st = state_[g];
       bool ok = false;
-      for (int j = 0; j < fl.num_links && !ok; ++j) {
-        int m = route_links_[fl.first_link + j];
+      for (int j = 0; j < st.num_links && !ok; ++j) {
+        int m = route_links_[st.first_link + j];
         LinkStats(m);
-        ok = link_load_[m] >= capacity_[m] * (1 - kRelEps) && fl.rate >= link_max_[m] * (1 - kRelEps);
+        ok = link_load_[m] >= capacity_[m] * (1 - kRelEps) && st.rate >= link_max_[m] * (1 - kRelEps);
       }
       if (!ok) violators.push_back(g);
     }
@@ -336,20 +346,20 @@ int FlowEngine::CollectViolations() {
 }
 
 void FlowEngine::SetRate(int f, double rate) {
-  Flow& fl = flows_[f];
-  fl.remaining -= fl.rate * (now_ - fl.updated_s);
-  fl.updated_s = now_;
-  fl.rate = rate;
-  if (fl.remaining <= 1e-6) {
-    fl.finish_t = now_;
+  FlowState& st = state_[f];
+  st.remaining -= st.rate * (now_ - st.updated_s);
+  st.updated_s = now_;
+  st.rate = rate;
+  if (st.remaining <= 1e-6) {
+    st.finish_t = now_;
   } else {
-    fl.finish_t = rate > 0 ? now_ + fl.remaining / rate : kInf;
+    st.finish_t = rate > 0 ? now_ + st.remaining / rate : kInf;
   }
   HeapFix(f);
 }
 
 bool FlowEngine::HeapLess(int a, int b) const {
-  const double ta = flows_[a].finish_t, tb = flows_[b].finish_t;
+  const double ta = state_[a].finish_t, tb = state_[b].finish_t;
   return ta < tb || (ta == tb && a < b);
 }
 
@@ -381,7 +391,7 @@ void FlowEngine::HeapDown(int i) {
 }
 
 void FlowEngine::HeapFix(int f) {
-  if (flows_[f].finish_t == kInf) {
+  if (state_[f].finish_t == kInf) {
     HeapRemove(f);
     return;
   }
@@ -409,7 +419,7 @@ void FlowEngine::HeapRemove(int f) {
 StatusOr<bool> FlowEngine::Step(double limit) {
   double t_rel = releases_.empty() ? kInf : releases_.front().t;
   double t_start = starts_.empty() ? kInf : starts_.front().t;
-  double t_fin = finish_heap_.empty() ? kInf : flows_[finish_heap_.front()].finish_t;
+  double t_fin = finish_heap_.empty() ? kInf : state_[finish_heap_.front()].finish_t;
   double t = std::min({t_rel, t_start, t_fin});
   if (t == kInf) {
     if (finished_ == num_flows()) return true;
@@ -425,17 +435,18 @@ StatusOr<bool> FlowEngine::Step(double limit) {
   // Completions (a relative tolerance merges flows finishing together).
   const double tol = 1e-12 * (1 + now_);
   done_.clear();
-  while (!finish_heap_.empty() && flows_[finish_heap_.front()].finish_t <= now_ + tol) {
+  while (!finish_heap_.empty() && state_[finish_heap_.front()].finish_t <= now_ + tol) {
     done_.push_back(finish_heap_.front());
     HeapRemove(finish_heap_.front());
   }
   auto finish = [&](int f) {
     results_[f].finish_s = now_;
-    const Flow& fl = flows_[f];
-    for (int i = 0; i < fl.num_links; ++i) --routed_on_[route_links_[fl.first_link + i]];
+    const FlowState& st = state_[f];
+    for (int i = 0; i < st.num_links; ++i) --routed_on_[route_links_[st.first_link + i]];
     makespan_ = std::max(makespan_, now_);
     ++finished_;
-    for (int d : dependents_[f]) {
+    for (int k = dep_offset_[f]; k < dep_offset_[f + 1]; ++k) {
+      const int d = dep_list_[k];
       if (--flows_[d].pending_deps == 0) PushHeap(releases_, Timed{now_ + flows_[d].delay_s, d});
     }
   };

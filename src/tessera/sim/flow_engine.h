@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/base/status.h"
@@ -94,24 +95,28 @@ class FlowEngine : public FlowSink {
   int num_flows() const { return static_cast<int>(flows_.size()); }
   double makespan() const { return makespan_; }
   // Rate of a running flow (valid inside tests that stop early via RunUntil).
-  double rate(int flow) const { return flows_[flow].rate; }
+  double rate(int flow) const { return state_[flow].rate; }
   // Runs until simulated time `t` (or completion); returns true when done.
   StatusOr<bool> RunUntil(double t);
   int64_t events() const { return events_; }
   int64_t rate_updates() const { return rate_updates_; }  // flow rates assigned by progressive filling
 
  private:
-  struct Flow {
+  struct Flow {  // set up before Run, read at release and completion
     int src = -1, dst = -1;
     uint64_t key = 0;
-    double bytes = 0, remaining = 0, rate = 0;
+    double bytes = 0;
     double release_s = 0, delay_s = 0, extra_latency_s = 0;
+    int pending_deps = 0;
+    bool explicit_route = false, active = false, done = false;
+  };
+  struct FlowState {  // what rate updates touch, kept dense (one cache line)
+    double rate = 0;
+    double remaining = 0;
     double updated_s = 0;   // `remaining` is exact at this time (lazy update)
     double finish_t = 0;    // projected completion at the current rate
-    int bottleneck = -1;    // link that froze the flow in the last filling
-    int pending_deps = 0;
     int first_link = 0, num_links = 0;  // into route_links_ (after routing)
-    bool explicit_route = false, active = false, done = false;
+    int bottleneck = -1;    // link that froze the flow in the last filling
   };
   struct Timed {
     double t;
@@ -142,9 +147,11 @@ class FlowEngine : public FlowSink {
   std::vector<double> capacity_, link_latency_;
   std::vector<bool> failed_;
   std::vector<Flow> flows_;
+  std::vector<FlowState> state_;
   std::vector<FlowResult> results_;
   std::vector<std::vector<int>> explicit_links_;  // per flow (explicit ones)
-  std::vector<std::vector<int>> dependents_;
+  std::vector<std::pair<int, int>> dep_edges_;    // (depends_on, flow) until Run
+  std::vector<int> dep_offset_, dep_list_;         // dependents of each flow (CSR, built by Prepare)
   std::vector<int> route_links_;                   // routed paths, appended
   // Active flows per link: (flow, slot in the flow's path) and each slot's position.
   std::vector<std::vector<std::pair<int, int>>> link_flows_;
