@@ -44,14 +44,17 @@ void FlowEngine::FailLink(int link) {
 int FlowEngine::AddFlow(std::vector<int> links, double bytes, double release_s, double extra_latency_s) {
   TESSERA_CHECK(!links.empty() && bytes >= 0 && !prepared_, "flow needs links and bytes >= 0");
   for (int l : links) TESSERA_CHECK(l >= 0 && l < num_links(), "flow uses unknown link {}", l);
+  return AddExplicit(std::move(links), bytes, release_s, extra_latency_s);
+}
+
+int FlowEngine::AddExplicit(std::vector<int> links, double bytes, double release_s, double extra_latency_s) {
   Flow f;
   f.bytes = bytes;
   f.release_s = release_s;
   f.extra_latency_s = extra_latency_s;
   f.explicit_route = true;
   flows_.push_back(f);
-  explicit_links_.resize(flows_.size());
-  explicit_links_.back() = std::move(links);
+  explicit_links_.push_back(std::move(links));
   return num_flows() - 1;
 }
 
@@ -84,13 +87,7 @@ void FlowEngine::SetDelay(int flow, double delay_s) { flows_[flow].delay_s = del
 
 int FlowEngine::AddTask(double duration_s, double release_s) {
   TESSERA_CHECK(duration_s >= 0 && !prepared_, "task of {} s", duration_s);
-  Flow f;
-  f.release_s = release_s;
-  f.extra_latency_s = duration_s;
-  f.explicit_route = true;
-  flows_.push_back(f);
-  explicit_links_.emplace_back();
-  return num_flows() - 1;
+  return AddExplicit({}, 0, release_s, duration_s);  // no links: done at its start, duration after release
 }
 
 Status FlowEngine::Prepare() {

@@ -124,6 +124,7 @@ class FlowEngine : public FlowSink {
     bool operator>(const Timed& o) const { return t > o.t || (t == o.t && flow > o.flow); }
   };
 
+  int AddExplicit(std::vector<int> links, double bytes, double release_s, double extra_latency_s);
   Status Prepare();
   Status Release(int f, double t);
   void Activate(int f);
