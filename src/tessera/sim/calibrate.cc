@@ -43,6 +43,10 @@ StatusOr<HostCalibration> ReadHost(const TomlTable& t) {
     TESSERA_ASSIGN_OR_RETURN(h.ops[i].fixed_s, t.Number(name + "_fixed_us"));
     TESSERA_ASSIGN_OR_RETURN(h.ops[i].per_unit_s, t.Number(name + "_per_unit_ns"));
     if (h.ops[i].fixed_s < 0 || h.ops[i].per_unit_s < 0) return t.Error(name + "_fixed_us", "must be >= 0");
+    TESSERA_ASSIGN_OR_RETURN(std::string points, t.String(name + "_points", ""));
+    auto parsed = OpLine::ParsePoints(points);
+    if (!parsed.ok()) return t.Error(name + "_points", parsed.status().message());
+    h.ops[i].points = *std::move(parsed);
     h.ops[i].fixed_s *= kMicro;
     h.ops[i].per_unit_s *= 1e-9;
   }
@@ -66,8 +70,8 @@ std::string HostToml(const char* table, const HostCalibration& h) {
                                 h.linear.max_efficiency, h.linear.half_work_flops / 1e6, h.linear_rms_rel_error);
   for (int i = 0; i < kOpKinds; ++i) {
     const char* name = OpKindName(static_cast<OpKind>(i));
-    ops += fmt::format("{}_fixed_us = {:.4f}\n{}_per_unit_ns = {:.6f}\n", name, h.ops[i].fixed_s / kMicro, name,
-                       h.ops[i].per_unit_s * 1e9);
+    ops += fmt::format("{}_fixed_us = {:.4f}\n{}_per_unit_ns = {:.6f}\n{}_points = \"{}\"\n", name,
+                       h.ops[i].fixed_s / kMicro, name, h.ops[i].per_unit_s * 1e9, name, h.ops[i].PointsText());
   }
   return fmt::format(
       "[{}]\nthreads = {}\npeak_gflops = {:.2f}\ntriad_gbyte_s = {:.3f}\ngemm_max_efficiency = {:.4f}\n"
@@ -79,6 +83,46 @@ std::string HostToml(const char* table, const HostCalibration& h) {
 }
 
 }  // namespace
+
+double OpLine::At(double x) const {
+  if (points.empty()) return fixed_s + per_unit_s * x;
+  if (points.size() == 1) return points[0].second * std::max(0.5, x / std::max(points[0].first, 1e-300));
+  auto segment = [&](size_t i, double at) {
+    const auto& [x0, t0] = points[i];
+    const auto& [x1, t1] = points[i + 1];
+    return t0 + (t1 - t0) * (at - x0) / (x1 - x0);
+  };
+  if (x <= points.front().first) return std::max(0.5 * points.front().second, segment(0, x));
+  for (size_t i = 0; i + 1 < points.size(); ++i) {
+    if (x <= points[i + 1].first) return segment(i, x);
+  }
+  return std::max(points.back().second, segment(points.size() - 2, x));
+}
+
+std::string OpLine::PointsText() const {
+  std::string s;
+  for (const auto& [x, t] : points) s += fmt::format("{}{:.6g}:{:.6g}", s.empty() ? "" : " ", x, t / kMicro);
+  return s;
+}
+
+StatusOr<std::vector<std::pair<double, double>>> OpLine::ParsePoints(const std::string& text) {
+  std::vector<std::pair<double, double>> out;
+  std::istringstream in(text);
+  for (std::string item; in >> item;) {
+    const size_t colon = item.find(':');
+    char* end_x = nullptr;
+    char* end_t = nullptr;
+    const std::string xs = item.substr(0, colon), ts = colon == std::string::npos ? "" : item.substr(colon + 1);
+    const double x = std::strtod(xs.c_str(), &end_x);
+    const double t = std::strtod(ts.c_str(), &end_t);
+    if (colon == std::string::npos || *end_x != '\0' || *end_t != '\0' || xs.empty() || ts.empty() || !(t >= 0) ||
+        (!out.empty() && !(x > out.back().first))) {
+      return InvalidArgument("op points '{}': expected increasing 'x:microseconds' pairs", item);
+    }
+    out.emplace_back(x, t * kMicro);
+  }
+  return out;
+}
 
 const char* OpKindName(OpKind kind) {
   static constexpr const char* kNames[kOpKinds] = {"attention",     "norm",    "pointwise", "activation", "rope",
@@ -206,6 +250,7 @@ HostCalibration MachineCalibration::PerRank(int ranks) const {
   for (OpLine& o : h.ops) {
     o.fixed_s *= share;
     o.per_unit_s *= share;
+    for (auto& point : o.points) point.second *= share;
   }
   return h;
 }

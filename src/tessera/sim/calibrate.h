@@ -24,6 +24,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/base/status.h"
@@ -93,10 +94,20 @@ enum class OpKind {
 inline constexpr int kOpKinds = 9;
 const char* OpKindName(OpKind kind);
 
+// An op kind's cost: the measured points (x, seconds), interpolated
+// piecewise-linearly (kernels switch code paths and thread counts with size,
+// so a single line misfits by tens of percent at 2 threads), and the
+// least-squares line through them (reported; used when there are no points).
 struct OpLine {
   double fixed_s = 0;     // per op
   double per_unit_s = 0;  // per element (per FLOP for attention)
-  double At(double x) const { return fixed_s + per_unit_s * x; }
+  std::vector<std::pair<double, double>> points;  // increasing x
+  // Interpolates the points; beyond them it extends the end segments (never
+  // below half the nearest point's time, never decreasing past the last).
+  double At(double x) const;
+  // "x:microseconds ..." (the twin TOML's <kind>_points value).
+  std::string PointsText() const;
+  static StatusOr<std::vector<std::pair<double, double>>> ParsePoints(const std::string& text);
 };
 
 // One kernel-thread configuration of the machine.

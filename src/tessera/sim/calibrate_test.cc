@@ -89,6 +89,27 @@ TEST(CalibrateFit, ParsesCclPerfOutput) {
   EXPECT_FALSE(ParseNcclTestsOutput("# nothing here\n").ok());
 }
 
+TEST(CalibrateFit, OpPointsInterpolateAndRoundTrip) {
+  OpLine l{1e-6, 1e-9, {{100, 2e-6}, {400, 2.6e-6}, {1600, 8e-6}}};
+  EXPECT_NEAR(l.At(100), 2e-6, 1e-15);
+  EXPECT_NEAR(l.At(250), 2.3e-6, 1e-15);   // halfway along the first segment
+  EXPECT_NEAR(l.At(1000), 5.3e-6, 1e-15);  // halfway along the second
+  EXPECT_NEAR(l.At(3200), 15.2e-6, 1e-15);  // the last segment extended
+  EXPECT_NEAR(l.At(10), 1.82e-6, 1e-15);    // the first segment extended down
+  EXPECT_NEAR(l.At(0), 1.8e-6, 1e-15);
+  l.points = {{100, 2e-6}, {400, 20e-6}};
+  EXPECT_NEAR(l.At(1), 1e-6, 1e-15);  // never below half the first point
+  auto back = OpLine::ParsePoints(OpLine{0, 0, {{100, 2e-6}, {400, 2.5e-6}}}.PointsText());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_NEAR((*back)[1].second, 2.5e-6, 1e-15);
+  EXPECT_FALSE(OpLine::ParsePoints("100:2 50:3").ok());  // x must increase
+  EXPECT_FALSE(OpLine::ParsePoints("100-2").ok());
+  EXPECT_TRUE(OpLine::ParsePoints("")->empty());
+  const OpLine no_points{1e-6, 1e-9, {}};
+  EXPECT_NEAR(no_points.At(1000), 2e-6, 1e-15);
+}
+
 HostCalibration Host(int threads, double peak) {
   HostCalibration h;
   h.threads = threads;
@@ -99,7 +120,7 @@ HostCalibration Host(int threads, double peak) {
   h.elementwise_bytes_per_s = 100e9 * threads;
   h.autograd_op_s = 1.5e-6;
   h.linear = {0.6, 4e6};
-  for (int i = 0; i < kOpKinds; ++i) h.ops[i] = {1e-6 * (i + 1), 0.5e-9};
+  for (int i = 0; i < kOpKinds; ++i) h.ops[i] = {1e-6 * (i + 1), 0.5e-9, {{10, 2e-6 * (i + 1)}, {1e4, 9e-6 * (i + 1)}}};
   return h;
 }
 
@@ -141,6 +162,8 @@ TEST(CalibrateSpec, TwinTomlRoundTrips) {
   EXPECT_NEAR(back->all.peak_flops, c.all.peak_flops, 1e6);
   EXPECT_NEAR(back->one.linear.half_work_flops, c.one.linear.half_work_flops, 1e2);
   EXPECT_NEAR(back->one.op(OpKind::kRows).fixed_s, c.one.op(OpKind::kRows).fixed_s, 1e-10);
+  ASSERT_EQ(back->one.op(OpKind::kRows).points.size(), 2u);
+  EXPECT_NEAR(back->one.op(OpKind::kRows).At(5e3), c.one.op(OpKind::kRows).At(5e3), 1e-11);
   EXPECT_NEAR(back->link.beta_bytes_per_s, c.link.beta_bytes_per_s, 1e3);
   EXPECT_FALSE(ParseTwinToml("cores = 2\n", "x").ok());
   EXPECT_EQ(TwinPathFor("configs/clusters/this-machine.toml"), "configs/clusters/this-machine.twin.toml");
@@ -165,8 +188,8 @@ TEST(Twin, CountsTheModelWork) {
   // Ideal machine: linear layers at peak, attention at peak, no other cost.
   MachineCalibration c = Machine();
   c.all.linear = {1.0, 0.0};
-  for (OpLine& o : c.all.ops) o = {0, 0};
-  c.all.ops[static_cast<int>(OpKind::kAttention)] = {0, 1.0 / c.all.peak_flops};
+  for (OpLine& o : c.all.ops) o = {0, 0, {}};
+  c.all.ops[static_cast<int>(OpKind::kAttention)] = {0, 1.0 / c.all.peak_flops, {}};
   auto spec = ParseClusterSpec(MachineClusterToml(c, 1), "x");
   ASSERT_TRUE(spec.ok());
   const TwinModel m = DenseModel();
