@@ -182,7 +182,7 @@ void FlowEngine::Deactivate(int f) {
     lf[pos] = lf.back();
     slot_pos_[state_[lf[pos].first].first_link + lf[pos].second] = pos;
     lf.pop_back();
-    dirty_links_.push_back(l);
+    freed_links_.push_back(l);
   }
   int pos = active_pos_[f];
   active_[pos] = active_.back();
@@ -192,9 +192,12 @@ void FlowEngine::Deactivate(int f) {
 }
 
 void FlowEngine::Recompute() {
-  if (dirty_links_.empty()) return;
+  if (dirty_links_.empty() && freed_links_.empty()) return;
   ++epoch_;
-  // Candidates: the active flows on the links whose flow set changed.
+  // Candidates: every flow on a link that a flow joined; on a link a flow
+  // left, the flows whose bottleneck it is (the others have theirs elsewhere,
+  // unchanged unless that link changed too). The check below adds whatever
+  // else has to move.
   refill_.clear();
   for (int l : dirty_links_) {
     for (auto [f, slot] : link_flows_[l]) {
@@ -202,7 +205,14 @@ void FlowEngine::Recompute() {
       if (flow_mark_[f] != epoch_) flow_mark_[f] = epoch_, refill_.push_back(f);
     }
   }
+  for (int l : freed_links_) {
+    for (auto [f, slot] : link_flows_[l]) {
+      (void)slot;
+      if (flow_mark_[f] != epoch_ && state_[f].bottleneck == l) flow_mark_[f] = epoch_, refill_.push_back(f);
+    }
+  }
   dirty_links_.clear();
+  freed_links_.clear();
   if (refill_.empty()) return;
   for (int round = 0;; ++round) {
     Fill();
@@ -330,6 +340,7 @@ int FlowEngine::CollectViolations() {
         int m = route_links_[st.first_link + j];
         LinkStats(m);
         ok = link_load_[m] >= capacity_[m] * (1 - kRelEps) && st.rate >= link_max_[m] * (1 - kRelEps);
+        if (ok) state_[g].bottleneck = m;  // keeps every recorded bottleneck valid
       }
       if (!ok) violators.push_back(g);
     }

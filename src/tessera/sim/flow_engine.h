@@ -162,7 +162,8 @@ class FlowEngine : public FlowSink {
   std::vector<int> active_pos_;                    // per flow, index in active_ (-1)
   std::vector<Timed> starts_;                      // heap of routed flows waiting for their latency
   std::vector<Timed> releases_;                    // heap of flows whose dependencies are met
-  std::vector<int> dirty_links_;
+  std::vector<int> dirty_links_;                   // links flows joined since the last update
+  std::vector<int> freed_links_;                   // links flows left
   std::vector<int> finish_heap_;                   // active flows with a finite finish_t
   std::vector<int> heap_pos_;                      // per flow, index in finish_heap_ (-1)
   // Scratch for Recompute (epoch-stamped marks; no per-event allocation).
