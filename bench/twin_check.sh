@@ -39,9 +39,9 @@ trap 'rm -rf "$WORK"' EXIT
 wait_quiet() {
   local deadline=$((SECONDS + ${QUIET_WAIT:-60})) streak=0
   while ((SECONDS < deadline)); do
-    local running
-    running=$(cut -d' ' -f4 /proc/loadavg | cut -d/ -f1)
-    if ((running <= 1)); then streak=$((streak + 1)); else streak=0; fi
+    local l1 l5 l15 runq rest
+    read -r l1 l5 l15 runq rest </proc/loadavg  # a builtin: this shell is the only reader
+    if ((${runq%%/*} <= 1)); then streak=$((streak + 1)); else streak=0; fi
     ((streak >= 4)) && return 0
     sleep 0.25
   done

@@ -31,6 +31,13 @@ StatusOr<HostCalibration> ReadHost(const TomlTable& t) {
   TESSERA_ASSIGN_OR_RETURN(h.kernel_overhead_s, t.Number("kernel_overhead_us"));
   TESSERA_ASSIGN_OR_RETURN(h.elementwise_bytes_per_s, t.Number("elementwise_gbyte_s"));
   TESSERA_ASSIGN_OR_RETURN(h.autograd_op_s, t.Number("autograd_op_us"));
+  TESSERA_ASSIGN_OR_RETURN(h.optimizer_per_tensor_s, t.Number("optimizer_per_tensor_us", 0.0));
+  TESSERA_ASSIGN_OR_RETURN(h.optimizer_per_param_s, t.Number("optimizer_per_param_ns", 0.0));
+  if (h.optimizer_per_tensor_s < 0 || h.optimizer_per_param_s < 0) {
+    return t.Error("optimizer_per_tensor_us", "optimizer costs must be >= 0");
+  }
+  h.optimizer_per_tensor_s *= kMicro;
+  h.optimizer_per_param_s *= 1e-9;
   TESSERA_ASSIGN_OR_RETURN(h.linear.max_efficiency, t.Number("linear_max_efficiency"));
   TESSERA_ASSIGN_OR_RETURN(h.linear.half_work_flops, t.Number("linear_half_work_mflop"));
   TESSERA_ASSIGN_OR_RETURN(h.linear_rms_rel_error, t.Number("linear_rms_rel_error", 0.0));
@@ -65,7 +72,9 @@ StatusOr<HostCalibration> ReadHost(const TomlTable& t) {
 }
 
 std::string HostToml(const char* table, const HostCalibration& h) {
-  std::string ops = fmt::format("linear_max_efficiency = {:.4f}\nlinear_half_work_mflop = {:.4f}\n"
+  std::string ops = fmt::format("optimizer_per_tensor_us = {:.4f}\noptimizer_per_param_ns = {:.5f}\n",
+                                h.optimizer_per_tensor_s / kMicro, h.optimizer_per_param_s * 1e9);
+  ops += fmt::format("linear_max_efficiency = {:.4f}\nlinear_half_work_mflop = {:.4f}\n"
                                 "linear_rms_rel_error = {:.4f}\n",
                                 h.linear.max_efficiency, h.linear.half_work_flops / 1e6, h.linear_rms_rel_error);
   for (int i = 0; i < kOpKinds; ++i) {
@@ -246,6 +255,8 @@ HostCalibration MachineCalibration::PerRank(int ranks) const {
   h.elementwise_bytes_per_s /= share;
   h.kernel_overhead_s *= share;
   h.autograd_op_s *= share;
+  h.optimizer_per_tensor_s *= share;
+  h.optimizer_per_param_s *= share;
   h.linear.max_efficiency /= share;
   for (OpLine& o : h.ops) {
     o.fixed_s *= share;

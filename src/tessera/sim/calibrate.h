@@ -120,6 +120,10 @@ struct HostCalibration {
   double kernel_overhead_s = 0;     // element-wise kernel launch/dispatch cost
   double elementwise_bytes_per_s = 0;  // element-wise kernels at activation sizes
   double autograd_op_s = 0;         // forward + tape + backward of a tiny autograd op
+  // Gradient-norm clipping + AdamW step (optim/): per parameter tensor and
+  // per parameter (0 = not measured: 28 bytes per parameter at triad rate).
+  double optimizer_per_tensor_s = 0;
+  double optimizer_per_param_s = 0;
   // Linear layers forward + backward (3 GEMMs + tape), work = 6 m n k,
   // against peak_flops.
   EfficiencyCurve linear;

@@ -233,8 +233,12 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
                                        GroupLayout::Contiguous(spec, r.dp)).time_s;
   }
   const double shard = r.zero >= 1 ? worst_params / r.dp : worst_params;
-  out.optimizer_s = kAdamBytesPerParam * shard / h.triad_bytes_per_s +
-                    kOptimizerKernelsPerTensor * worst_tensors * h.kernel_overhead_s;
+  if (h.optimizer_per_param_s > 0) {
+    out.optimizer_s = worst_tensors * h.optimizer_per_tensor_s + shard * h.optimizer_per_param_s;
+  } else {
+    out.optimizer_s = kAdamBytesPerParam * shard / h.triad_bytes_per_s +
+                      kOptimizerKernelsPerTensor * worst_tensors * h.kernel_overhead_s;
+  }
   out.step_s = slots * slot + out.dp_comm_s + out.optimizer_s;
 
   // Model FLOPs of the whole step (all ranks): 6 N_active per token + attention.

@@ -11,8 +11,10 @@
 //  - MoE: router, softmax, top-k, load-balancing loss, and per local expert
 //    gathers, a SwiGLU MLP over M k / E tokens, gate multiply, concat and
 //    scatter-add.
-//  - Optimizer (AdamW over the rank's parameters, 28 bytes each at triad
-//    bandwidth, plus per-tensor kernels) and gradient-norm clipping.
+//  - Optimizer: gradient-norm clipping + AdamW over the rank's parameters
+//    (shard under ZeRO >= 1) at the measured per-tensor and per-parameter
+//    costs (without them: 28 bytes per parameter at triad bandwidth plus 4
+//    kernels per tensor).
 //  - Communication on the calibrated cluster spec (collective_cost.h):
 //    the dp gradient all-reduce (exposed), tp all-reduces (2 forward,
 //    2 backward per layer), ep all-to-alls (dispatch + combine, forward and
