@@ -38,6 +38,8 @@ StatusOr<HostCalibration> ReadHost(const TomlTable& t) {
   }
   h.optimizer_per_tensor_s *= kMicro;
   h.optimizer_per_param_s *= 1e-9;
+  TESSERA_ASSIGN_OR_RETURN(h.chain_factor, t.Number("chain_factor", 1.0));
+  if (!(h.chain_factor > 0)) return t.Error("chain_factor", "must be > 0");
   TESSERA_ASSIGN_OR_RETURN(h.linear.max_efficiency, t.Number("linear_max_efficiency"));
   TESSERA_ASSIGN_OR_RETURN(h.linear.half_work_flops, t.Number("linear_half_work_mflop"));
   TESSERA_ASSIGN_OR_RETURN(h.linear_rms_rel_error, t.Number("linear_rms_rel_error", 0.0));
@@ -72,8 +74,9 @@ StatusOr<HostCalibration> ReadHost(const TomlTable& t) {
 }
 
 std::string HostToml(const char* table, const HostCalibration& h) {
-  std::string ops = fmt::format("optimizer_per_tensor_us = {:.4f}\noptimizer_per_param_ns = {:.5f}\n",
-                                h.optimizer_per_tensor_s / kMicro, h.optimizer_per_param_s * 1e9);
+  std::string ops = fmt::format(
+      "optimizer_per_tensor_us = {:.4f}\noptimizer_per_param_ns = {:.5f}\nchain_factor = {:.4f}\n",
+      h.optimizer_per_tensor_s / kMicro, h.optimizer_per_param_s * 1e9, h.chain_factor);
   ops += fmt::format("linear_max_efficiency = {:.4f}\nlinear_half_work_mflop = {:.4f}\n"
                                 "linear_rms_rel_error = {:.4f}\n",
                                 h.linear.max_efficiency, h.linear.half_work_flops / 1e6, h.linear_rms_rel_error);

@@ -129,6 +129,11 @@ struct HostCalibration {
   EfficiencyCurve linear;
   double linear_rms_rel_error = 0;
   OpLine ops[kOpKinds];
+  // Measured / predicted time of a synthetic 16-block chain (RMSNorm, two
+  // Linears sharing its output, multiply, residual add; forward +
+  // backward on one tape): what ops cost inside a long tape with fan-out
+  // beyond their isolated timings (1 = nothing).
+  double chain_factor = 1;
   const OpLine& op(OpKind kind) const { return ops[static_cast<int>(kind)]; }
 };
 

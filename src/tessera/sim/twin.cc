@@ -42,7 +42,7 @@ class StageWork {
     other_s += l.At(elements);
     fixed_s += l.fixed_s;
   }
-  double Seconds() const { return gemm_s + other_s; }
+  double Seconds() const { return (gemm_s + other_s) * h_->chain_factor; }
 
   double gemm_s = 0;   // linear layers and attention
   double other_s = 0;  // every other op
@@ -218,9 +218,9 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
   const double slot = worst_stage_s + tp_mb + ep_mb + pp_mb;
   const double m_count = static_cast<double>(out.micro_batches);
   const double slots = m_count + r.pp - 1;
-  out.gemm_s = critical.gemm_s * m_count;
-  out.elementwise_s = critical.other_s * m_count;
-  out.overhead_s = critical.fixed_s * m_count;
+  out.gemm_s = critical.gemm_s * h.chain_factor * m_count;
+  out.elementwise_s = critical.other_s * h.chain_factor * m_count;
+  out.overhead_s = critical.fixed_s * h.chain_factor * m_count;
   out.tp_comm_s = tp_mb * m_count;
   out.ep_comm_s = ep_mb * m_count;
   out.pp_comm_s = pp_mb * m_count;

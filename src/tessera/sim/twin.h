@@ -8,6 +8,8 @@
 //    (6 m n k FLOPs against the rank's peak), fused causal attention,
 //    norms, rope, copies, activations, cross-entropy, router softmax and
 //    row gathers (fixed cost + cost per element).
+//    All op costs of a micro-batch are scaled by the calibrated
+//    chain_factor (ops inside a long tape with fan-out vs isolated).
 //  - MoE: router, softmax, top-k, load-balancing loss, and per local expert
 //    gathers, a SwiGLU MLP over M k / E tokens, gate multiply, concat and
 //    scatter-add.
