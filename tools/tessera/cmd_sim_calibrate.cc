@@ -473,7 +473,7 @@ Status Calibrate(const CalibrateArgs& a) {
                         {"measure_seconds", c.measure_seconds}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("%s\n%s", sim::TwinToml(c).c_str(), "");
+    std::printf("%s\n", sim::TwinToml(c).c_str());
     std::printf("wrote %s (%d ranks) and %s in %.1f s\n", a.out.c_str(), a.ranks, twin_path.c_str(),
                 c.measure_seconds);
   }
