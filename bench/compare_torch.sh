@@ -48,12 +48,4 @@ for r in $(seq "$REPEATS"); do
   best_t+=("$bt")
   best_p+=("$bp")
 done
-"$PY" - "${best_t[@]}" -- "${best_p[@]}" <<'PYEOF'
-import statistics, sys
-args = sys.argv[1:]
-i = args.index("--")
-t = [float(x) for x in args[:i]]
-p = [float(x) for x in args[i + 1:]]
-print(f"median of best: tessera {statistics.median(t):.0f} tok/s, pytorch {statistics.median(p):.0f} tok/s, "
-      f"ratio {statistics.median(t) / statistics.median(p):.2f}x")
-PYEOF
+"$PY" bench/median_ratio.py "tessera (best of 1/2 threads)" "pytorch (best)" "${best_t[@]}" -- "${best_p[@]}"

@@ -53,12 +53,4 @@ for r in $(seq "$REPEATS"); do
   ts+=("$t")
   ps+=("$p")
 done
-"$PY" - "${ts[@]}" -- "${ps[@]}" <<'PYEOF'
-import statistics, sys
-args = sys.argv[1:]
-i = args.index("--")
-t = [float(x) for x in args[:i]]
-p = [float(x) for x in args[i + 1:]]
-print(f"median: tessera dp=2 {statistics.median(t):.0f} tok/s, pytorch DDP {statistics.median(p):.0f} tok/s, "
-      f"ratio {statistics.median(t) / statistics.median(p):.2f}x")
-PYEOF
+"$PY" bench/median_ratio.py "tessera dp=2" "pytorch DDP" "${ts[@]}" -- "${ps[@]}"
