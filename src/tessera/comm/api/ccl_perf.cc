@@ -48,13 +48,7 @@ double Expected(int n, size_t i, DataType dt, ReduceOp op) {
   double acc = Input(0, i, dt, op);
   for (int r = 1; r < n; ++r) {
     const double v = Input(r, i, dt, op);
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg: acc += v; break;
-      case ReduceOp::kProd: acc *= v; break;
-      case ReduceOp::kMin: acc = std::min(acc, v); break;
-      case ReduceOp::kMax: acc = std::max(acc, v); break;
-    }
+    acc = ReduceReference(op, acc, v);
   }
   uint8_t tmp[8];
   SetElement(tmp, dt, 0, acc);  // integers wrap like the library

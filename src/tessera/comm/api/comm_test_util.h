@@ -71,13 +71,7 @@ inline double Reference(int size, size_t i, DataType dtype, ReduceOp op) {
     double acc = InputValue(0, i, dtype, op);
     for (int r = 1; r < size; ++r) {
       const double v = InputValue(r, i, dtype, op);
-      switch (op) {
-        case ReduceOp::kSum:
-        case ReduceOp::kAvg: acc += v; break;
-        case ReduceOp::kProd: acc *= v; break;
-        case ReduceOp::kMin: acc = std::min(acc, v); break;
-        case ReduceOp::kMax: acc = std::max(acc, v); break;
-      }
+      acc = ReduceReference(op, acc, v);
     }
     if (op == ReduceOp::kAvg) acc /= size;
     uint8_t tmp[8];
@@ -87,13 +81,7 @@ inline double Reference(int size, size_t i, DataType dtype, ReduceOp op) {
   int64_t acc = static_cast<int64_t>(InputValue(0, i, dtype, op));
   for (int r = 1; r < size; ++r) {
     const int64_t v = static_cast<int64_t>(InputValue(r, i, dtype, op));
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg: acc += v; break;
-      case ReduceOp::kProd: acc *= v; break;
-      case ReduceOp::kMin: acc = std::min(acc, v); break;
-      case ReduceOp::kMax: acc = std::max(acc, v); break;
-    }
+    acc = ReduceReference(op, acc, v);
   }
   uint8_t tmp[8];
   if (op == ReduceOp::kAvg) {

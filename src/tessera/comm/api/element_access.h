@@ -1,8 +1,10 @@
 // Element-wise access to a buffer of any communication DataType through
 // double (for checks and test patterns, not for the data path). Integer
-// types truncate; bf16/fp16 round to nearest even. Thread-safe.
+// types truncate; bf16/fp16 round to nearest even. Also the reference
+// combine step of a reduction. Thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -10,6 +12,18 @@
 #include "tessera/comm/api/types.h"
 
 namespace tessera::comm {
+
+// acc ⊕ v for a reduction op (avg accumulates a sum; divide afterwards).
+inline double ReduceReference(ReduceOp op, double acc, double v) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return acc + v;
+    case ReduceOp::kProd: return acc * v;
+    case ReduceOp::kMin: return std::min(acc, v);
+    case ReduceOp::kMax: return std::max(acc, v);
+  }
+  return acc;
+}
 
 inline void SetElement(void* buf, DataType dtype, size_t i, double v) {
   switch (dtype) {
