@@ -7,6 +7,7 @@
 // Thread-safety: the caller must not mutate the gradients concurrently.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "tessera/tensor/tensor.h"
@@ -17,5 +18,8 @@ namespace tessera::optim {
 double GradNorm(const std::vector<Tensor>& params);
 // Returns the pre-clip global norm.
 double ClipGradNorm(const std::vector<Tensor>& params, double max_norm);
+// Sum of x[i]^2 over n floats, accumulated in double (vectorized).
+// Single-threaded.
+double SumOfSquares(const float* x, int64_t n);
 
 }  // namespace tessera::optim

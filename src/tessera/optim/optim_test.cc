@@ -228,5 +228,27 @@ TEST(ClipTest, NonFiniteNormIsReportedWithoutScaling) {
   EXPECT_EQ(a.grad().ToFloatVector()[1], 1.0f);
 }
 
+TEST(ClipTest, SumOfSquaresMatchesADoubleReferenceAtEverySize) {
+  // Sizes around the 16-lane boundary, and one large enough for
+  // ClipGradNorm's multi-threaded path.
+  for (int64_t n : {0, 1, 31, 32, 33, 4095, 4096, 4097, 100003, 300007}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    double expected = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      x[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)) * (1 + i % 7));
+      expected += static_cast<double>(x[i]) * x[i];
+    }
+    EXPECT_NEAR(SumOfSquares(x.data(), n), expected, 1e-12 * expected + 1e-30) << "n = " << n;
+    Tensor p = Param(std::vector<float>(x.size(), 0.0f), {n});
+    if (n > 0) {
+      SetGrad(p, x);
+      EXPECT_NEAR(GradNorm({p}), std::sqrt(expected), 1e-12 * std::sqrt(expected)) << "n = " << n;
+    }
+  }
+  // Large finite gradients: their squares overflow a float, not the norm.
+  std::vector<float> big(40, 1e30f);
+  EXPECT_NEAR(SumOfSquares(big.data(), 40), 40e60, 1e-6 * 40e60);  // 1e30f is 1e30 to 7 digits
+}
+
 }  // namespace
 }  // namespace tessera::optim

@@ -9,6 +9,7 @@
 
 #include "tessera/base/check.h"
 #include "tessera/hal/device.h"
+#include "tessera/optim/clip.h"
 
 namespace tessera::parallel {
 namespace {
@@ -249,10 +250,7 @@ double ZeroOptimizer::SquaredGradNorm() const {
     if (!b.reduced) continue;
     b.ForEachSegment(b.own_begin, b.own_end, [&](size_t i, int64_t lo, int64_t hi) {
       if (!b.spec.params[i].count_in_norm) return;
-      const float* g = b.grad_at(lo);
-      double s = 0;
-      for (int64_t k = 0; k < hi - lo; ++k) s += static_cast<double>(g[k]) * g[k];
-      sum += s;
+      sum += optim::SumOfSquares(b.grad_at(lo), hi - lo);
     });
   }
   return sum;
