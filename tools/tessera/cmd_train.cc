@@ -2,6 +2,7 @@
 // process, or on every rank of a job started by `tessera launch` (torchrun,
 // mpirun, srun) with the parallel runtime when the config's parallel.* mesh
 // has more than one rank.
+#include <algorithm>
 #include <cstdlib>
 
 #include <CLI/CLI.hpp>
@@ -24,11 +25,21 @@ struct TrainArgs {
   int64_t trace_step = 2;
 };
 
+// Each rank pins its kernel threads to its share of the host's CPUs (the
+// launcher's LOCAL_RANK of LOCAL_WORLD_SIZE; one process: all of them).
+void SetPinning(train::TrainerOptions& options) {
+  auto job = comm::ReadJobEnv();
+  if (!job.ok() || job->local_rank < 0) return;
+  options.bind_slot = job->local_rank;
+  options.bind_slots = std::max(1, job->local_world_size);
+}
+
 Status RunParallel(const train::TrainConfig& config, const TrainArgs& args) {
   auto world = comm::Communicator::FromEnvironment();
   if (!world.ok()) return world.status().WithContext("joining the training job");
   train::ParallelTrainerOptions options;
   options.base.force_plain = args.plain;
+  SetPinning(options.base);
   options.trace_step = args.trace ? args.trace_step : 0;
   Status st;
   {
@@ -61,6 +72,7 @@ Status RunTrain(const TrainArgs& args) {
   if (config.parallel.is_parallel() || job.world_size > 1) return RunParallel(config, args);
   train::TrainerOptions options;
   options.force_plain = args.plain;
+  SetPinning(options);
   TESSERA_ASSIGN_OR_RETURN(auto trainer, train::Trainer::Create(config, options));
   train::TrainSummary summary;
   return trainer->Run(&summary);

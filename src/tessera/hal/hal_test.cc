@@ -1,4 +1,6 @@
 #include <omp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tessera/hal/affinity.h"
 #include "tessera/hal/cpu_features.h"
 #include "tessera/hal/device.h"
 #include "tessera/hal/peak.h"
@@ -271,6 +274,30 @@ TEST(Peak, MachinePeakMeasuresOnceAndCaches) {
 
   unsetenv("TESSERA_PEAK_CACHE");
   std::filesystem::remove_all(dir);
+}
+
+TEST(Affinity, PinsKernelThreadsToTheirShareOfTheCpus) {
+  const std::vector<int> allowed = AllowedCpus();
+  ASSERT_FALSE(allowed.empty());
+  const int n = static_cast<int>(allowed.size());
+  EXPECT_FALSE(BindKernelThreads(1, 1).ok());
+  EXPECT_FALSE(BindKernelThreads(-1, 2).ok());
+  auto too_many = BindKernelThreads(0, n + 1);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("CPUs"), std::string::npos);
+  // The last of n one-CPU shares: every kernel thread on the last CPU.
+  auto cpus = BindKernelThreads(n - 1, n);
+  ASSERT_TRUE(cpus.ok()) << cpus.status().ToString();
+  ASSERT_EQ(static_cast<int>(cpus->size()), NumThreads());
+  for (int cpu : *cpus) EXPECT_EQ(cpu, allowed.back());
+  EXPECT_EQ(AllowedCpus(), std::vector<int>{allowed.back()});  // the calling thread is kernel thread 0
+  // Undo it for the other tests: every kernel thread back on all CPUs.
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (int cpu : allowed) CPU_SET(cpu, &all);
+#pragma omp parallel num_threads(NumThreads())
+  pthread_setaffinity_np(pthread_self(), sizeof(all), &all);
+  EXPECT_EQ(AllowedCpus(), allowed);
 }
 
 }  // namespace

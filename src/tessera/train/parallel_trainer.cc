@@ -128,6 +128,7 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(const TrainCo
     const int local_ranks = local != nullptr ? std::max(1, std::atoi(local)) : world.size();
     hal::SetNumThreads(std::max(1, cores / local_ranks));
   }
+  PinKernelThreads(options.base);
   TESSERA_ASSIGN_OR_RETURN(t->dataset_, MakeDataset(config));
   auto mesh = parallel::DeviceMesh::Create(world, pc.mesh());
   if (!mesh.ok()) return mesh.status().WithContext("building the device mesh");

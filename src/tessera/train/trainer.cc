@@ -4,10 +4,14 @@
 #include <chrono>
 #include <cmath>
 
+#include <fmt/ranges.h>
+
 #include "tessera/base/error.h"
+#include "tessera/base/logging.h"
 #include "tessera/data/arithmetic.h"
 #include "tessera/data/token_dataset.h"
 #include "tessera/graph/tape.h"
+#include "tessera/hal/affinity.h"
 #include "tessera/hal/device.h"
 #include "tessera/hal/peak.h"
 #include "tessera/hal/threading.h"
@@ -77,11 +81,22 @@ StatusOr<std::unique_ptr<data::Dataset>> MakeDataset(const TrainConfig& config) 
   return ds;
 }
 
+void PinKernelThreads(const TrainerOptions& options) {
+  if (options.bind_slot < 0) return;
+  auto cpus = hal::BindKernelThreads(options.bind_slot, options.bind_slots);
+  if (!cpus.ok()) {
+    TLOG(INFO, "kernel threads left unpinned: {}", cpus.status().message());
+  } else if (!cpus->empty()) {
+    TLOG(INFO, "kernel threads pinned to CPUs {}", fmt::join(*cpus, ","));
+  }
+}
+
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config, const TrainerOptions& options) {
   TESSERA_RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<Trainer> t(new Trainer(config, options));
   TESSERA_ASSIGN_OR_RETURN(t->dataset_, MakeDataset(config));
   if (config.train.threads > 0) hal::SetNumThreads(static_cast<int>(config.train.threads));
+  PinKernelThreads(options);
   auto model = models::Gpt::Create(config.model);
   if (!model.ok()) return model.status().WithContext("building the model");
   t->model_ = std::move(model).value();

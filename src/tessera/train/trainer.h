@@ -52,7 +52,16 @@ struct TrainerOptions {
   FILE* out = stdout;        // progress and messages
   bool force_plain = false;  // no progress bar even on a terminal
   bool write_records = true; // runs/<name>/ files
+  // Pin the kernel threads to share `bind_slot` of `bind_slots` of the
+  // host's CPUs (hal/affinity.h); `tessera train` passes the local rank and
+  // the number of ranks on this host. -1 = leave them unpinned.
+  int bind_slot = -1;
+  int bind_slots = 1;
 };
+
+// Applies options.bind_slot (after the thread count is set); a share that
+// cannot be had (more ranks than CPUs) leaves the threads unpinned.
+void PinKernelThreads(const TrainerOptions& options);
 
 StatusOr<std::unique_ptr<data::Dataset>> MakeDataset(const TrainConfig& config);
 
