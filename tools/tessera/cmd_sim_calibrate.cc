@@ -12,10 +12,13 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -26,11 +29,14 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "tessera/base/logging.h"
+#include "tessera/comm/api/communicator.h"
 #include "tessera/graph/functional.h"
 #include "tessera/graph/tape.h"
 #include "tessera/hal/peak.h"
 #include "tessera/hal/threading.h"
 #include "tessera/hal/topology.h"
+#include "tessera/models/gpt.h"
 #include "tessera/ops/elementwise/elementwise.h"
 #include "tessera/ops/matmul/matmul.h"
 #include "tessera/optim/adamw.h"
@@ -153,35 +159,6 @@ StatusOr<sim::OpLine> FitKind(sim::OpKind kind, const std::vector<double>& xs, W
   return line;
 }
 
-// Forward + backward of the autograd op kinds of a small transformer at
-// token counts around its micro-batches (rows of width 128).
-// A synthetic 16-block chain on one tape, 160 rows of width 128: per block
-// RMSNorm, two Linears of its output (fan-out), their product, a residual
-// add. Returns measured / the sum of the isolated op costs in `h`.
-double MeasureChainFactor(const sim::HostCalibration& h) {
-  constexpr int kBlocks = 16;
-  constexpr int64_t kRows = 160, kWidth = 128;
-  Tensor x0 = Leaf({kRows, kWidth}, 0.5), g = Leaf({kWidth}, 1.0);
-  std::vector<Tensor> w;
-  for (int i = 0; i < 2 * kBlocks; ++i) w.push_back(Leaf({kWidth, kWidth}, 0.01));
-  const double measured = FwdBwdSeconds(
-      [&] {
-        Tensor x = x0;
-        for (int i = 0; i < kBlocks; ++i) {
-          Tensor n = graph::RmsNorm(x, g);
-          Tensor a = graph::MatMul(n, w[2 * i], false, true), b = graph::MatMul(n, w[2 * i + 1], false, true);
-          x = graph::Add(x, graph::Mul(a, b));
-        }
-        return x;
-      },
-      0.3);
-  const double el = static_cast<double>(kRows * kWidth);
-  const double lin_work = 6.0 * kRows * kWidth * kWidth;
-  const double per_block = h.op(sim::OpKind::kNorm).At(el) + 2 * lin_work / (h.peak_flops * h.linear.At(lin_work)) +
-                           2 * h.op(sim::OpKind::kPointwise).At(el);
-  return measured / (kBlocks * per_block);
-}
-
 // Returns the worst fit.
 StatusOr<WorstFit> MeasureOps(sim::HostCalibration& h) {
   WorstFit worst;
@@ -261,7 +238,6 @@ StatusOr<WorstFit> MeasureOps(sim::HostCalibration& h) {
                              return FwdBwdSeconds([&] { return graph::GatherRows(x, ids); }, kBudget);
                            }));
   set(sim::OpKind::kRows, gather);
-  h.chain_factor = MeasureChainFactor(h);
   worst.Add(h.linear_rms_rel_error, "linear");
   return worst;
 }
@@ -323,35 +299,45 @@ double OptimizerSeconds(int tensors, int64_t elements) {
     all.push_back(p);
   }
   optim::AdamW adam(params, optim::AdamWOptions{});
-  return TypicalSeconds(
-      [&] {
-        optim::ClipGradNorm(all, 1.0);
-        adam.Step(1e-4);
-      },
-      0.15);
+  // In a step the micro-batches' activations pass through the caches
+  // between two optimizer steps: time it with cold caches (not timed: a
+  // write of more than the last-level cache).
+  static std::vector<float> flush(24u << 20, 1.0f);  // 96 MiB
+  double best = 1e30;
+  const auto start = Clock::now();
+  for (int i = 0; i < 10 || (std::chrono::duration<double>(Clock::now() - start).count() < 0.3 && i < 200); ++i) {
+    float* f = flush.data();
+    const auto n = static_cast<int64_t>(flush.size());
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < n; ++j) f[j] += 1.0f;
+    const auto t0 = Clock::now();
+    optim::ClipGradNorm(all, 1.0);
+    adam.Step(1e-4);
+    if (i >= 2) best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best;
 }
 
-// Per tensor from 64 tiny tensors, per parameter from 16 x 64 Ki.
+// Per tensor from 64 tiny tensors, per parameter from 32 x 32 Ki (the
+// size of a small transformer's weights).
 void MeasureOptimizer(sim::HostCalibration& h) {
   const double tiny = OptimizerSeconds(64, 16) / 64;
-  const double big = OptimizerSeconds(16, 65536);
+  const double big = OptimizerSeconds(32, 32768);
   h.optimizer_per_tensor_s = tiny;
-  h.optimizer_per_param_s = std::max(0.0, big - 16 * tiny) / (16.0 * 65536);
+  h.optimizer_per_param_s = std::max(0.0, big - 32 * tiny) / (32.0 * 32768);
 }
 
-// While alive, cores - 1 neighbour threads run single-threaded Linear
-// forward + backward (160 x 384 x 128) back to back: the other ranks of a
+// While alive, `count` neighbour threads with 1 kernel thread each run a
+// workload back to back (each its own, from `make`): the other ranks of a
 // multi-rank job keep their cores busy, competing for the shared cache,
 // memory and (if the cores are SMT siblings) execution units.
 class BusyNeighbours {
  public:
-  explicit BusyNeighbours(int count) {
+  BusyNeighbours(int count, const std::function<std::function<void()>()>& make) {
     for (int i = 0; i < count; ++i) {
-      threads_.emplace_back([this] {
+      threads_.emplace_back([this, work = make()] {
         hal::SetNumThreads(1);
-        graph::GradModeGuard grad(true);
-        Tensor x = Leaf({160, 128}, 0.5), w = Leaf({384, 128}, 0.1);
-        while (!stop_.load(std::memory_order_relaxed)) graph::Backward(graph::MatMul(x, w, false, true));
+        while (!stop_.load(std::memory_order_relaxed)) work();
       });
     }
   }
@@ -365,15 +351,225 @@ class BusyNeighbours {
   std::vector<std::thread> threads_;
 };
 
+// Single-threaded Linear forward + backward (160 x 384 x 128): a neighbour
+// rank's load during the op micro-benchmarks.
+std::function<void()> LinearLoad() {
+  auto x = std::make_shared<Tensor>(Leaf({160, 128}, 0.5)), w = std::make_shared<Tensor>(Leaf({384, 128}, 0.1));
+  return [x, w] {
+    graph::GradModeGuard grad(true);
+    graph::Backward(graph::MatMul(*x, *w, false, true));
+  };
+}
+
+// The context probe: a small MoE GPT of its own shape (width 96, 3 heads,
+// 48 tokens, 4 layers, every 2nd MoE with 4 experts top-2; none of the
+// configs the twin is checked on), trained as the single-process trainer
+// does: zero gradients, then forward + backward of 4 micro-batches of 4
+// sequences accumulating into the parameters.
+models::GptConfig ProbeModelConfig() {
+  models::GptConfig m;
+  m.vocab_size = 24;
+  m.seq_len = 48;
+  m.n_layers = 4;
+  m.d_model = 96;
+  m.n_heads = 3;
+  m.d_ff = 288;
+  m.norm = models::NormKind::kRmsNorm;
+  m.activation = models::ActivationKind::kSwiGlu;
+  m.rope = true;
+  m.moe.num_experts = 4;
+  m.moe.top_k = 2;
+  m.moe.every = 2;
+  m.moe.d_ff_expert = 192;
+  return m;
+}
+constexpr int64_t kProbeMicroBatch = 4;
+constexpr int kProbeMicroBatches = 4;
+
+class ProbeRank {
+ public:
+  static StatusOr<std::unique_ptr<ProbeRank>> Create(uint64_t seed) {
+    auto model = models::Gpt::Create(ProbeModelConfig());
+    if (!model.ok()) return model.status().WithContext("building the calibration probe model");
+    auto probe = std::unique_ptr<ProbeRank>(new ProbeRank(std::move(model).value()));
+    const models::GptConfig& m = probe->model_->config();
+    std::vector<int64_t> ids(static_cast<size_t>(kProbeMicroBatch * m.seq_len));
+    for (int b = 0; b < kProbeMicroBatches; ++b) {
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((seed + 31 * i + 7 * b) % m.vocab_size);
+      probe->inputs_.push_back(Tensor::FromInts(ids, {kProbeMicroBatch, m.seq_len}));
+      std::rotate(ids.begin(), ids.begin() + 1, ids.end());
+      probe->targets_.push_back(Tensor::FromInts(ids, {kProbeMicroBatch, m.seq_len}));
+    }
+    probe->model_->SetTraining(true);
+    return probe;
+  }
+  // Seconds of forward + backward per micro-batch of one step.
+  double Step() {
+    graph::GradModeGuard grad(true);
+    const auto t0 = Clock::now();
+    model_->ZeroGrad();
+    for (int b = 0; b < kProbeMicroBatches; ++b) {
+      models::GptOutput out = model_->Forward(inputs_[b], targets_[b]);
+      out.ce_loss.Item();
+      graph::Backward(out.loss, Tensor::Scalar(1.0 / kProbeMicroBatches, out.loss.dtype()));
+    }
+    return std::chrono::duration<double>(Clock::now() - t0).count() / kProbeMicroBatches;
+  }
+  // Forward + backward of every block on its own tape, one block after the
+  // other, calling `meet` after each forward and each backward (no-op:
+  // free-running). Returns seconds.
+  template <typename Meet>
+  double BlockSteps(Meet&& meet) {
+    graph::GradModeGuard grad(true);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < model_->config().n_layers; ++i) {
+      Tensor aux;
+      Tensor y = model_->block(i).Forward(block_input_, true, 0, &aux);
+      meet();
+      graph::Backward(y, block_grad_);
+      meet();
+    }
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+
+ private:
+  explicit ProbeRank(std::unique_ptr<models::Gpt> model)
+      : model_(std::move(model)),
+        block_input_(Leaf({kProbeMicroBatch, model_->config().seq_len, model_->config().d_model}, 0.1)),
+        block_grad_(Filled({kProbeMicroBatch, model_->config().seq_len, model_->config().d_model}, 1e-3)) {}
+  std::unique_ptr<models::Gpt> model_;
+  std::vector<Tensor> inputs_, targets_;
+  Tensor block_input_, block_grad_;
+};
+
+// `tessera sim meeting-probe`, run by `tessera sim calibrate` as a job of
+// 1-thread ranks (one per core) under `tessera launch`: every rank runs
+// forward + backward of the probe's blocks (BlockSteps) in alternating
+// rounds, free-running and meeting the others after every block's forward
+// and backward with a one-element all-reduce (as ranks meet at every tp
+// all-reduce, ep all-to-all or pp send). A round takes its slowest rank's
+// time. Rank 0 prints "meeting_us X": (median lockstep round - median free
+// round) / meetings per round: what each meeting inside a step costs
+// beyond its transfer (skew between the ranks, handing the collective to
+// the communication thread and waking the waiting rank on a busy core).
+Status MeetingProbe() {
+  hal::SetNumThreads(1);
+  auto world = comm::Communicator::FromEnvironment();
+  if (!world.ok()) return world.status().WithContext("joining the meeting probe job");
+  comm::Communicator& c = **world;
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ProbeRank> probe, ProbeRank::Create(1 + c.rank()));
+  constexpr int kRounds = 8, kStepsPerRound = 6;
+  const int meetings_per_round = kStepsPerRound * 2 * ProbeModelConfig().n_layers;
+  Status failed;
+  auto meet = [&] {
+    float one = 1;
+    if (Status st = c.AllReduce(&one, &one, 1, comm::DataType::kFloat32, comm::ReduceOp::kSum); !st.ok()) {
+      failed = st;
+    }
+  };
+  probe->BlockSteps(meet);
+  std::vector<double> rounds[2];  // free-running, lockstep: the slowest rank's seconds
+  for (int round = 0; round < 2 * kRounds && failed.ok(); ++round) {
+    const bool lockstep = round % 2 == 1;
+    TESSERA_RETURN_IF_ERROR(c.Barrier());
+    double t = 0;
+    for (int i = 0; i < kStepsPerRound; ++i) t += lockstep ? probe->BlockSteps(meet) : probe->BlockSteps([] {});
+    TESSERA_RETURN_IF_ERROR(c.AllReduce(&t, &t, 1, comm::DataType::kFloat64, comm::ReduceOp::kMax));
+    rounds[lockstep ? 1 : 0].push_back(t);
+  }
+  TESSERA_RETURN_IF_ERROR(failed);
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  const double free = median(rounds[0]), locked = median(rounds[1]);
+  if (c.rank() == 0) {
+    std::printf("free_round_ms %.3f\nlockstep_round_ms %.3f\nmeetings_per_round %d\nmeeting_us %.3f\n",
+                1e3 * free, 1e3 * locked, meetings_per_round,
+                1e6 * std::max(0.0, locked - free) / meetings_per_round);
+  }
+  return c.Barrier();
+}
+
+sim::TwinModel TwinModelOf(const models::GptConfig& m) {
+  sim::TwinModel model{.vocab = m.vocab_size,
+                       .seq = m.seq_len,
+                       .layers = m.n_layers,
+                       .d_model = m.d_model,
+                       .heads = m.n_heads,
+                       .d_ff = m.ffn_dim(),
+                       .gated_ffn = m.activation == models::ActivationKind::kSwiGlu,
+                       .tied_embeddings = m.tie_embeddings,
+                       .rope = m.rope,
+                       .experts = m.moe.num_experts,
+                       .top_k = m.moe.top_k,
+                       .d_ff_expert = m.expert_ffn_dim(),
+                       .moe = {}};
+  for (int i = 0; i < m.n_layers; ++i) model.moe.push_back(m.IsMoeLayer(i));
+  return model;
+}
+
+// Samples the probe's forward + backward time per micro-batch while
+// `neighbours` other threads run probes of their own (the other ranks of a
+// job with 1-thread ranks). The machine's speed drifts over seconds, so the
+// calibration samples it in windows before and after the op
+// micro-benchmarks and uses the median of all samples.
+class ContextProbe {
+ public:
+  static StatusOr<std::unique_ptr<ContextProbe>> Create(int neighbours) {
+    auto c = std::unique_ptr<ContextProbe>(new ContextProbe);
+    for (int i = 0; i <= neighbours; ++i) {
+      TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ProbeRank> rank, ProbeRank::Create(1 + i));
+      c->ranks_.push_back(std::move(rank));
+    }
+    return c;
+  }
+  // Steps for ~`seconds` (>= 6 steps) after 2 warm-up steps.
+  void Sample(double seconds) {
+    size_t next = 1;
+    BusyNeighbours busy(static_cast<int>(ranks_.size()) - 1, [&] {
+      ProbeRank* mine = ranks_[next++].get();
+      return std::function<void()>([mine] { mine->Step(); });
+    });
+    ProbeRank& probe = *ranks_[0];
+    probe.Step();
+    probe.Step();
+    const auto start = Clock::now();
+    for (int i = 0; i < 6 || (std::chrono::duration<double>(Clock::now() - start).count() < seconds && i < 200); ++i) {
+      samples_.push_back(probe.Step());
+    }
+  }
+  // The median sample / the probe's op-sum under `h`.
+  double Factor(const sim::HostCalibration& h) const {
+    std::vector<double> t = samples_;
+    std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
+    sim::HostCalibration isolated = h;
+    isolated.context_factor = 1;
+    const double op_sum =
+        sim::OpSumSecondsPerMicroBatch(isolated, TwinModelOf(ProbeModelConfig()), kProbeMicroBatch);
+    TLOG(INFO, "context probe, {} thread(s): median {:.3f} ms per micro-batch over {} steps; op-sum {:.3f} ms",
+         h.threads, 1e3 * t[t.size() / 2], t.size(), 1e3 * op_sum);
+    return t[t.size() / 2] / op_sum;
+  }
+
+ private:
+  ContextProbe() = default;
+  std::vector<std::unique_ptr<ProbeRank>> ranks_;
+  std::vector<double> samples_;
+};
+
 // MeasureHost + MeasureOps, repeated (up to 3 attempts) while the linear
 // curve is off by more than 25 % rms or an op's time falls by > 30 % with
 // size (disturbed points); keeps the attempt with the best worst figure.
 // (The forward-only GEMM curve is recorded, not used.)
 // A 1-thread calibration (a rank of a multi-rank job) runs beside busy
-// neighbours on the other cores.
+// neighbours on the other cores. Then the context factor from the probe.
 StatusOr<sim::HostCalibration> MeasureHostRobust(int threads, const hal::PeakInfo& peak, int cores) {
-  std::unique_ptr<BusyNeighbours> neighbours;
-  if (threads == 1 && cores > 1) neighbours = std::make_unique<BusyNeighbours>(cores - 1);
+  const int neighbour_count = threads == 1 ? cores - 1 : 0;
+  hal::SetNumThreads(threads);
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ContextProbe> probe, ContextProbe::Create(neighbour_count));
+  probe->Sample(0.4);
+  auto neighbours = std::make_unique<BusyNeighbours>(neighbour_count, LinearLoad);
   sim::HostCalibration best;
   double best_worst = 0;
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -388,6 +584,9 @@ StatusOr<sim::HostCalibration> MeasureHostRobust(int threads, const hal::PeakInf
     std::fprintf(stderr, "calibrate: %d thread(s): %s off by %.0f %% (machine busy?)%s\n", threads,
                  worst.what.c_str(), 100 * worst.rms, attempt < 2 ? "; measuring again" : "");
   }
+  neighbours.reset();
+  probe->Sample(0.4);
+  best.context_factor = probe->Factor(best);
   return best;
 }
 
@@ -399,13 +598,16 @@ StatusOr<std::string> ReadFile(const std::string& path) {
   return s.str();
 }
 
-StatusOr<std::string> RunCclPerf(int ranks) {
+// Runs this tessera binary with `args` ("{bin}" in them is replaced by its
+// path) and returns its output (stdout and stderr).
+StatusOr<std::string> RunSelf(const std::string& args) {
   std::array<char, 4096> exe{};
   const ssize_t n = readlink("/proc/self/exe", exe.data(), exe.size() - 1);
   if (n <= 0) return Internal("cannot find the tessera binary (/proc/self/exe)");
   const std::string bin(exe.data(), static_cast<size_t>(n));
-  const std::string cmd = fmt::format(
-      "'{}' launch --nproc {} -- '{}' ccl-perf allreduce -b 1K -e 4M -f 4 -n 30 -w 5 -c 0 2>&1", bin, ranks, bin);
+  std::string expanded = args;
+  for (size_t at; (at = expanded.find("{bin}")) != std::string::npos;) expanded.replace(at, 5, bin);
+  const std::string cmd = fmt::format("'{}' {} 2>&1", bin, expanded);
   std::FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return Internal("cannot run '{}'", cmd);
   std::string out;
@@ -434,10 +636,19 @@ Status Calibrate(const CalibrateArgs& a) {
   c.cores = cores;
   TESSERA_ASSIGN_OR_RETURN(c.all, MeasureHostRobust(cores, peak, cores));
   TESSERA_ASSIGN_OR_RETURN(c.one, MeasureHostRobust(1, peak, cores));
+  if (cores > 1) {
+    TESSERA_ASSIGN_OR_RETURN(const std::string out,
+                             RunSelf(fmt::format("launch --nproc {} -- '{{bin}}' sim meeting-probe", cores)));
+    const size_t at = out.find("meeting_us ");
+    if (at == std::string::npos) return Internal("the meeting probe printed no meeting_us:\n{}", out);
+    c.one.meeting_s = std::strtod(out.c_str() + at + 11, nullptr) * 1e-6;
+  }
   hal::SetNumThreads(cores);
   std::string ccl;
   if (a.ccl_perf.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(ccl, RunCclPerf(c.link_ranks));
+    TESSERA_ASSIGN_OR_RETURN(ccl, RunSelf(fmt::format(
+                                      "launch --nproc {} -- '{{bin}}' ccl-perf allreduce -b 1K -e 4M -f 4 -n 30 -w 5 -c 0",
+                                      c.link_ranks)));
     c.link_source = "tessera launch --nproc 2 -- tessera ccl-perf allreduce -b 1K -e 4M -f 4 -n 30 -w 5 -c 0";
   } else {
     TESSERA_ASSIGN_OR_RETURN(ccl, ReadFile(a.ccl_perf));
@@ -491,21 +702,7 @@ Status Predict(const PredictArgs& a) {
   TESSERA_ASSIGN_OR_RETURN(train::TrainConfig config, train::TrainConfig::Load(a.config, a.overrides));
   TESSERA_ASSIGN_OR_RETURN(sim::MachineCalibration c, sim::LoadTwinToml(sim::TwinPathFor(a.cluster)));
   TESSERA_ASSIGN_OR_RETURN(sim::ClusterSpec spec, sim::LoadClusterSpec(a.cluster));
-  const models::GptConfig& m = config.model;
-  sim::TwinModel model{.vocab = m.vocab_size,
-                       .seq = m.seq_len,
-                       .layers = m.n_layers,
-                       .d_model = m.d_model,
-                       .heads = m.n_heads,
-                       .d_ff = m.ffn_dim(),
-                       .gated_ffn = m.activation == models::ActivationKind::kSwiGlu,
-                       .tied_embeddings = m.tie_embeddings,
-                       .rope = m.rope,
-                       .experts = m.moe.num_experts,
-                       .top_k = m.moe.top_k,
-                       .d_ff_expert = m.expert_ffn_dim(),
-                       .moe = {}};
-  for (int i = 0; i < m.n_layers; ++i) model.moe.push_back(m.IsMoeLayer(i));
+  const sim::TwinModel model = TwinModelOf(config.model);
   const parallel::ParallelConfig& p = config.parallel;
   sim::TwinRun run{.global_batch = config.train.global_batch,
                    .micro_batch = config.train.micro_batch,
@@ -541,6 +738,9 @@ void RegisterSimCalibrateCommand(CLI::App& app) {
   pred->add_option("--set", pargs->overrides, "override a config key (section.key=value)");
   pred->add_flag("--json", pargs->json, "print one JSON object");
   pred->callback([pargs] { ExitWith(Predict(*pargs)); });
+  CLI::App* probe = sim->add_subcommand(
+      "meeting-probe", "(run by calibrate under tessera launch) what a collective amid compute costs each rank");
+  probe->callback([] { ExitWith(MeetingProbe()); });
 }
 TESSERA_CLI_COMMAND(81, RegisterSimCalibrateCommand);
 

@@ -38,8 +38,10 @@ StatusOr<HostCalibration> ReadHost(const TomlTable& t) {
   }
   h.optimizer_per_tensor_s *= kMicro;
   h.optimizer_per_param_s *= 1e-9;
-  TESSERA_ASSIGN_OR_RETURN(h.chain_factor, t.Number("chain_factor", 1.0));
-  if (!(h.chain_factor > 0)) return t.Error("chain_factor", "must be > 0");
+  TESSERA_ASSIGN_OR_RETURN(h.context_factor, t.Number("context_factor", 1.0));
+  if (!(h.context_factor > 0)) return t.Error("context_factor", "must be > 0");
+  TESSERA_ASSIGN_OR_RETURN(h.meeting_s, t.Number("meeting_us", 0.0));
+  if (!(h.meeting_s >= 0)) return t.Error("meeting_us", "must be >= 0");
   TESSERA_ASSIGN_OR_RETURN(h.linear.max_efficiency, t.Number("linear_max_efficiency"));
   TESSERA_ASSIGN_OR_RETURN(h.linear.half_work_flops, t.Number("linear_half_work_mflop"));
   TESSERA_ASSIGN_OR_RETURN(h.linear_rms_rel_error, t.Number("linear_rms_rel_error", 0.0));
@@ -70,13 +72,14 @@ StatusOr<HostCalibration> ReadHost(const TomlTable& t) {
   h.kernel_overhead_s *= kMicro;
   h.elementwise_bytes_per_s *= kGiga;
   h.autograd_op_s *= kMicro;
+  h.meeting_s *= kMicro;
   return h;
 }
 
 std::string HostToml(const char* table, const HostCalibration& h) {
   std::string ops = fmt::format(
-      "optimizer_per_tensor_us = {:.4f}\noptimizer_per_param_ns = {:.5f}\nchain_factor = {:.4f}\n",
-      h.optimizer_per_tensor_s / kMicro, h.optimizer_per_param_s * 1e9, h.chain_factor);
+      "optimizer_per_tensor_us = {:.4f}\noptimizer_per_param_ns = {:.5f}\ncontext_factor = {:.4f}\nmeeting_us = {:.3f}\n",
+      h.optimizer_per_tensor_s / kMicro, h.optimizer_per_param_s * 1e9, h.context_factor, h.meeting_s / kMicro);
   ops += fmt::format("linear_max_efficiency = {:.4f}\nlinear_half_work_mflop = {:.4f}\n"
                                 "linear_rms_rel_error = {:.4f}\n",
                                 h.linear.max_efficiency, h.linear.half_work_flops / 1e6, h.linear_rms_rel_error);
@@ -258,6 +261,7 @@ HostCalibration MachineCalibration::PerRank(int ranks) const {
   h.elementwise_bytes_per_s /= share;
   h.kernel_overhead_s *= share;
   h.autograd_op_s *= share;
+  h.meeting_s *= share;
   h.optimizer_per_tensor_s *= share;
   h.optimizer_per_param_s *= share;
   h.linear.max_efficiency /= share;

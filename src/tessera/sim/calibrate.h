@@ -129,11 +129,19 @@ struct HostCalibration {
   EfficiencyCurve linear;
   double linear_rms_rel_error = 0;
   OpLine ops[kOpKinds];
-  // Measured / predicted time of a synthetic 16-block chain (RMSNorm, two
-  // Linears sharing its output, multiply, residual add; forward +
-  // backward on one tape): what ops cost inside a long tape with fan-out
-  // beyond their isolated timings (1 = nothing).
-  double chain_factor = 1;
+  // Step context: measured / predicted forward + backward time of a probe
+  // model's micro-batches inside real training steps (a small MoE GPT of
+  // its own shape, gradients accumulated over micro-batches, the other
+  // cores running the same probe for a 1-thread rank). What the isolated
+  // op timings above miss in a step: operands evicted by the rest of the
+  // step, allocator churn, scheduling noise, neighbours (1 = nothing).
+  double context_factor = 1;
+  // Seconds a 1-thread rank loses at each meeting with the other ranks
+  // inside a step (a tp all-reduce, ep all-to-all or pp send amid compute)
+  // beyond the transfer itself: skew, hand-off to the communication
+  // thread, wake-ups on busy cores (`tessera sim meeting-probe`; 0 for one
+  // process).
+  double meeting_s = 0;
   const OpLine& op(OpKind kind) const { return ops[static_cast<int>(kind)]; }
 };
 

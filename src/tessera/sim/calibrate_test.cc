@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "tessera/sim/collective_cost.h"
+#include "tessera/sim/sim_test_util.h"
 #include "tessera/sim/twin.h"
 
 namespace tessera::sim {
@@ -110,30 +111,7 @@ TEST(CalibrateFit, OpPointsInterpolateAndRoundTrip) {
   EXPECT_NEAR(no_points.At(1000), 2e-6, 1e-15);
 }
 
-HostCalibration Host(int threads, double peak) {
-  HostCalibration h;
-  h.threads = threads;
-  h.peak_flops = peak;
-  h.triad_bytes_per_s = 20e9 * threads;
-  h.gemm = {0.8, 1e6};
-  h.kernel_overhead_s = 0.3e-6;
-  h.elementwise_bytes_per_s = 100e9 * threads;
-  h.autograd_op_s = 1.5e-6;
-  h.linear = {0.6, 4e6};
-  for (int i = 0; i < kOpKinds; ++i) h.ops[i] = {1e-6 * (i + 1), 0.5e-9, {{10, 2e-6 * (i + 1)}, {1e4, 9e-6 * (i + 1)}}};
-  return h;
-}
-
-MachineCalibration Machine() {
-  MachineCalibration c;
-  c.cpu = "test cpu";
-  c.cores = 2;
-  c.all = Host(2, 400e9);
-  c.one = Host(1, 220e9);
-  c.link = {3e-6, 5e9, 0.1};
-  c.link_source = "synthetic";
-  return c;
-}
+MachineCalibration Machine() { return sim::testing::SyntheticMachine(); }
 
 TEST(CalibrateSpec, ClusterTomlLoadsAndCarriesTheLink) {
   const MachineCalibration c = Machine();
@@ -165,12 +143,22 @@ TEST(CalibrateSpec, TwinTomlRoundTrips) {
   ASSERT_EQ(back->one.op(OpKind::kRows).points.size(), 2u);
   EXPECT_NEAR(back->one.op(OpKind::kRows).At(5e3), c.one.op(OpKind::kRows).At(5e3), 1e-11);
   EXPECT_NEAR(back->link.beta_bytes_per_s, c.link.beta_bytes_per_s, 1e3);
+  EXPECT_NEAR(back->all.context_factor, 1.3, 1e-9);
+  EXPECT_NEAR(back->one.meeting_s, 40e-6, 1e-12);
+  EXPECT_EQ(back->all.meeting_s, 0);
   EXPECT_FALSE(ParseTwinToml("cores = 2\n", "x").ok());
   EXPECT_EQ(TwinPathFor("configs/clusters/this-machine.toml"), "configs/clusters/this-machine.twin.toml");
   // Per-rank shares: 4 ranks on 2 cores run at half a core each.
   EXPECT_EQ(c.PerRank(1).threads, 2);
   EXPECT_NEAR(c.PerRank(4).peak_flops, 110e9, 1);
   EXPECT_NEAR(c.PerRank(4).op(OpKind::kNorm).fixed_s, 2 * c.one.op(OpKind::kNorm).fixed_s, 1e-15);
+  EXPECT_NEAR(c.PerRank(4).meeting_s, 80e-6, 1e-15);
+  // Bad factors are errors naming the key.
+  std::string text = TwinToml(c);
+  text.replace(text.find("context_factor = 1.3"), 20, "context_factor = -1");
+  auto bad = ParseTwinToml(text, "x.twin.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("context_factor"), std::string::npos);
 }
 
 TwinModel DenseModel() {
@@ -201,9 +189,15 @@ TEST(Twin, CountsTheModelWork) {
   const double d = 128, tokens = 8 * 32;
   const double linear_params = m.layers * (4 * d * d + 3 * d * 384) + 64 * d;  // + tied lm head
   const double attention = 12.0 * m.layers * 8 * 32 * 32 * d;
-  EXPECT_NEAR(p->gemm_s * c.all.peak_flops, 6 * linear_params * tokens + attention, 1e-6 * p->gemm_s * 4e11);
+  // The context factor scales every op of the step.
+  EXPECT_NEAR(p->gemm_s * c.all.peak_flops / c.all.context_factor, 6 * linear_params * tokens + attention,
+              1e-6 * p->gemm_s * 4e11);
   EXPECT_EQ(p->micro_batches, 4);
   EXPECT_EQ(p->dp_comm_s, 0);
+  EXPECT_EQ(p->sync_s, 0);
+  // One micro-batch's op-sum is the step's compute without the factor.
+  EXPECT_NEAR(OpSumSecondsPerMicroBatch(c.all, m, 2) * 4 * c.all.context_factor, p->gemm_s + p->elementwise_s,
+              1e-9 * p->gemm_s);
 }
 
 TEST(Twin, ScalesWithMicroBatchesAndAddsCommunication) {
@@ -236,12 +230,21 @@ TEST(Twin, ScalesWithMicroBatchesAndAddsCommunication) {
   auto ep = PredictTrainStep(c, *spec, m, r);
   ASSERT_TRUE(ep.ok());
   EXPECT_GT(ep->ep_comm_s, 0);
+  // Meetings: 5 exchanges per MoE layer per micro-batch (2 MoE layers, 4
+  // micro-batches); pure dp ranks meet only between steps.
+  EXPECT_EQ(dp->sync_s, 0);
+  EXPECT_NEAR(ep->sync_s, 5 * 2 * 4 * c.one.meeting_s, 1e-12);
+  EXPECT_NEAR(ep->step_s - dp->step_s, ep->ep_comm_s + ep->sync_s + ep->optimizer_s - dp->optimizer_s +
+                                           (ep->gemm_s + ep->elementwise_s) - (dp->gemm_s + dp->elementwise_s) +
+                                           ep->dp_comm_s - dp->dp_comm_s,
+              1e-9);
   // Pipeline over 2 stages: 1F1B bubble and activation sends.
   r = TwinRun{.global_batch = 32, .micro_batch = 4, .dp = 1, .tp = 1, .pp = 2, .ep = 1, .zero = 0};
   auto pp = PredictTrainStep(c, *spec, m, r);
   ASSERT_TRUE(pp.ok());
   EXPECT_GT(pp->bubble_s, 0);
   EXPECT_GT(pp->pp_comm_s, 0);
+  EXPECT_NEAR(pp->sync_s, 2 * 8 * c.one.meeting_s, 1e-12);  // a hand-off each way per micro-batch
   EXPECT_LT(pp->ops_per_micro_batch, two->ops_per_micro_batch);
   // Bad runs.
   r.pp = 8;

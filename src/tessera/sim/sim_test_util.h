@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tessera/sim/calibrate.h"
 #include "tessera/sim/cluster_spec.h"
 #include "tessera/sim/simulate.h"
 
@@ -48,6 +49,39 @@ inline SimCollectiveOptions CollectiveOptions(CollectiveKind kind, CollectiveAlg
   o.routing = routing;
   o.packet_level = packet;
   return o;
+}
+
+// A synthetic calibration of a 2-core host: every op line, the linear
+// curve, optimizer, context factors and the meeting cost set, the ops with
+// two points each.
+inline HostCalibration SyntheticHost(int threads, double peak) {
+  HostCalibration h;
+  h.threads = threads;
+  h.peak_flops = peak;
+  h.triad_bytes_per_s = 20e9 * threads;
+  h.gemm = {0.8, 1e6};
+  h.kernel_overhead_s = 0.3e-6;
+  h.elementwise_bytes_per_s = 100e9 * threads;
+  h.autograd_op_s = 1.5e-6;
+  h.linear = {0.6, 4e6};
+  h.optimizer_per_tensor_s = 1e-6;
+  h.optimizer_per_param_s = 2e-9;
+  for (int i = 0; i < kOpKinds; ++i) h.ops[i] = {1e-6 * (i + 1), 0.5e-9, {{10, 2e-6 * (i + 1)}, {1e4, 9e-6 * (i + 1)}}};
+  return h;
+}
+
+inline MachineCalibration SyntheticMachine() {
+  MachineCalibration c;
+  c.cpu = "test cpu";
+  c.cores = 2;
+  c.all = SyntheticHost(2, 400e9);
+  c.one = SyntheticHost(1, 220e9);
+  c.all.context_factor = 1.3;
+  c.one.context_factor = 1.2;
+  c.one.meeting_s = 40e-6;
+  c.link = {3e-6, 5e9, 0.1};
+  c.link_source = "synthetic";
+  return c;
 }
 
 }  // namespace tessera::sim::testing

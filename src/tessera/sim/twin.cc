@@ -42,7 +42,7 @@ class StageWork {
     other_s += l.At(elements);
     fixed_s += l.fixed_s;
   }
-  double Seconds() const { return (gemm_s + other_s) * h_->chain_factor; }
+  double Seconds() const { return (gemm_s + other_s) * h_->context_factor; }
 
   double gemm_s = 0;   // linear layers and attention
   double other_s = 0;  // every other op
@@ -128,6 +128,29 @@ int MoeLayers(const TwinModel& m, int begin, int end) {
   return n;
 }
 
+// Pipeline stage `s` of `r.pp` holding layers [first, first + n): the
+// embedding on the first stage, the final norm, LM head, loss and aux-loss
+// terms on the last.
+void AddStage(const TwinModel& m, const TwinRun& r, int s, int first, int n, StageWork& w, StageParams& p) {
+  const double mb = static_cast<double>(r.micro_batch);
+  const double tokens = mb * static_cast<double>(m.seq);
+  const double d = static_cast<double>(m.d_model);
+  if (s == 0) {
+    w.Op(OpKind::kRows, tokens * d);  // embedding lookup
+    p.params += static_cast<double>(m.vocab) * d;
+    p.tensors += 1;
+  }
+  for (int i = first; i < first + n; ++i) AddLayer(m, r, IsMoeLayer(m, i), mb, w, p);
+  if (s == r.pp - 1) {
+    w.Op(OpKind::kNorm, tokens * d);  // final norm
+    w.Linear(tokens, static_cast<double>(m.vocab) / r.tp, d);
+    w.Op(OpKind::kCrossEntropy, tokens * static_cast<double>(m.vocab));
+    for (int i = 0; i < MoeLayers(m, 0, m.layers) + 2; ++i) w.Op(OpKind::kPointwise, 1);  // aux-loss sum, scale, add
+    p.params += d + (m.tied_embeddings ? 0 : static_cast<double>(m.vocab) * d);
+    p.tensors += 1 + (m.tied_embeddings ? 0 : 1);
+  }
+}
+
 Status Validate(const TwinModel& m, const TwinRun& r) {
   if (m.layers < 1 || m.d_model < 1 || m.seq < 1 || m.vocab < 1 || m.heads < 1 || m.d_ff < 1) {
     return InvalidArgument("twin: model needs layers, d_model, seq, vocab, heads, d_ff >= 1");
@@ -160,8 +183,7 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
   const HostCalibration h = calibration.PerRank(out.ranks);
   out.threads_per_rank = h.threads;
   out.micro_batches = r.global_batch / (r.micro_batch * r.dp);
-  const double mb = static_cast<double>(r.micro_batch);
-  const double tokens = mb * static_cast<double>(m.seq);
+  const double tokens = static_cast<double>(r.micro_batch * m.seq);
   const double d = static_cast<double>(m.d_model);
 
   // Per pipeline stage: layers split evenly (the first stages take the
@@ -174,20 +196,8 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
     const int n = m.layers / r.pp + (s < m.layers % r.pp ? 1 : 0);
     StageWork w(h);
     StageParams p;
-    if (s == 0) {
-      w.Op(OpKind::kRows, tokens * d);  // embedding lookup
-      p.params += static_cast<double>(m.vocab) * d;
-      p.tensors += 1;
-    }
-    for (int i = 0; i < n; ++i, ++layer) AddLayer(m, r, IsMoeLayer(m, layer), mb, w, p);
-    if (s == r.pp - 1) {
-      w.Op(OpKind::kNorm, tokens * d);  // final norm
-      w.Linear(tokens, static_cast<double>(m.vocab) / r.tp, d);
-      w.Op(OpKind::kCrossEntropy, tokens * static_cast<double>(m.vocab));
-      for (int i = 0; i < MoeLayers(m, 0, m.layers) + 2; ++i) w.Op(OpKind::kPointwise, 1);  // aux-loss sum, scale, add
-      p.params += d + (m.tied_embeddings ? 0 : static_cast<double>(m.vocab) * d);
-      p.tensors += 1 + (m.tied_embeddings ? 0 : 1);
-    }
+    AddStage(m, r, s, layer, n, w, p);
+    layer += n;
     total_params += p.params;
     if (w.Seconds() > worst_stage_s) {
       worst_stage_s = w.Seconds();
@@ -215,15 +225,25 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
     ep_mb = 4.0 * moe_on_stage * one;
   }
   if (r.pp > 1) pp_mb = 2 * EstimateP2P(spec, act_bytes / r.tp, true);
-  const double slot = worst_stage_s + tp_mb + ep_mb + pp_mb;
+  // Every meeting of ranks inside a micro-batch costs the calibrated
+  // meeting time on top of its transfer: tp all-reduces, ep exchanges
+  // (forward: counts, rows out, rows back; backward: rows both ways per MoE
+  // layer), pp activation and gradient hand-offs.
+  double meetings = 0;
+  if (r.tp > 1) meetings += 4.0 * layers_on_stage + 2;
+  if (r.ep > 1 && m.experts > 0) meetings += 5.0 * ((MoeLayers(m, 0, m.layers) + r.pp - 1) / r.pp);
+  if (r.pp > 1) meetings += 2;
+  const double sync_mb = meetings * h.meeting_s;
+  const double slot = worst_stage_s + tp_mb + ep_mb + pp_mb + sync_mb;
   const double m_count = static_cast<double>(out.micro_batches);
   const double slots = m_count + r.pp - 1;
-  out.gemm_s = critical.gemm_s * h.chain_factor * m_count;
-  out.elementwise_s = critical.other_s * h.chain_factor * m_count;
-  out.overhead_s = critical.fixed_s * h.chain_factor * m_count;
+  out.gemm_s = critical.gemm_s * h.context_factor * m_count;
+  out.elementwise_s = critical.other_s * h.context_factor * m_count;
+  out.overhead_s = critical.fixed_s * h.context_factor * m_count;
   out.tp_comm_s = tp_mb * m_count;
   out.ep_comm_s = ep_mb * m_count;
   out.pp_comm_s = pp_mb * m_count;
+  out.sync_s = sync_mb * m_count;
   out.bubble_s = (slots - m_count) * slot;
 
   // Gradient all-reduce over dp (ZeRO-1/2 reduce-scatter + all-gather move
@@ -255,24 +275,32 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
   return out;
 }
 
+double OpSumSecondsPerMicroBatch(const HostCalibration& h, const TwinModel& m, int64_t micro_batch) {
+  const TwinRun one_rank{.global_batch = micro_batch, .micro_batch = micro_batch};
+  StageWork w(h);
+  StageParams p;
+  AddStage(m, one_rank, 0, 0, m.layers, w, p);
+  return w.gemm_s + w.other_s;
+}
+
 std::string TwinPredictionJson(const TwinPrediction& p) {
   return fmt::format(
       "{{\n  \"ranks\": {},\n  \"threads_per_rank\": {},\n  \"micro_batches\": {},\n  \"step_time_s\": {:.6g},\n"
       "  \"gemm_s\": {:.6g},\n  \"elementwise_s\": {:.6g},\n  \"op_overhead_s\": {:.6g},\n  \"optimizer_s\": {:.6g},\n"
       "  \"dp_comm_s\": {:.6g},\n  \"tp_comm_s\": {:.6g},\n  \"ep_comm_s\": {:.6g},\n  \"pp_comm_s\": {:.6g},\n"
-      "  \"bubble_s\": {:.6g},\n  \"ops_per_micro_batch\": {:.0f},\n  \"model_flops\": {:.6g}\n}}",
+      "  \"sync_s\": {:.6g},\n  \"bubble_s\": {:.6g},\n  \"ops_per_micro_batch\": {:.0f},\n  \"model_flops\": {:.6g}\n}}",
       p.ranks, p.threads_per_rank, p.micro_batches, p.step_s, p.gemm_s, p.elementwise_s, p.overhead_s,
-      p.optimizer_s, p.dp_comm_s, p.tp_comm_s, p.ep_comm_s, p.pp_comm_s, p.bubble_s, p.ops_per_micro_batch,
-      p.model_flops);
+      p.optimizer_s, p.dp_comm_s, p.tp_comm_s, p.ep_comm_s, p.pp_comm_s, p.sync_s, p.bubble_s,
+      p.ops_per_micro_batch, p.model_flops);
 }
 
 std::string DescribeTwinPrediction(const TwinPrediction& p) {
   return fmt::format(
       "{} rank(s) x {} thread(s), {} micro-batches per rank, {:.0f} autograd ops per micro-batch\n"
       "step_time_s {:.4f}  gemm {:.4f}  elementwise {:.4f}  op_overhead {:.4f}  optimizer {:.4f}  dp_comm {:.4f}  "
-      "tp_comm {:.4f}  ep_comm {:.4f}  pp_comm {:.4f}  bubble {:.4f}\n",
+      "tp_comm {:.4f}  ep_comm {:.4f}  pp_comm {:.4f}  sync {:.4f}  bubble {:.4f}\n",
       p.ranks, p.threads_per_rank, p.micro_batches, p.ops_per_micro_batch, p.step_s, p.gemm_s, p.elementwise_s,
-      p.overhead_s, p.optimizer_s, p.dp_comm_s, p.tp_comm_s, p.ep_comm_s, p.pp_comm_s, p.bubble_s);
+      p.overhead_s, p.optimizer_s, p.dp_comm_s, p.tp_comm_s, p.ep_comm_s, p.pp_comm_s, p.sync_s, p.bubble_s);
 }
 
 }  // namespace tessera::sim

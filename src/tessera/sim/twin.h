@@ -9,7 +9,7 @@
 //    norms, rope, copies, activations, cross-entropy, router softmax and
 //    row gathers (fixed cost + cost per element).
 //    All op costs of a micro-batch are scaled by the calibrated
-//    chain_factor (ops inside a long tape with fan-out vs isolated).
+//    context_factor (a probe model's ops inside training steps vs isolated).
 //  - MoE: router, softmax, top-k, load-balancing loss, and per local expert
 //    gathers, a SwiGLU MLP over M k / E tokens, gate multiply, concat and
 //    scatter-add.
@@ -21,6 +21,8 @@
 //    the dp gradient all-reduce (exposed), tp all-reduces (2 forward,
 //    2 backward per layer), ep all-to-alls (dispatch + combine, forward and
 //    backward) and pp activation sends.
+//  - Each meeting of ranks inside a micro-batch (tp all-reduce, ep
+//    exchange, pp hand-off) costs the calibrated meeting time on top.
 //  - Pipeline: 1F1B over pp stages: (m + pp - 1) slots of the slowest stage.
 // Ranks share the cores: each rank gets MachineCalibration::PerRank(world).
 // Pure; thread-safe.
@@ -72,6 +74,7 @@ struct TwinPrediction {
   double tp_comm_s = 0;
   double ep_comm_s = 0;
   double pp_comm_s = 0;
+  double sync_s = 0;          // meetings of ranks inside micro-batches (tp, ep, pp) beyond transfers
   double bubble_s = 0;
   double ops_per_micro_batch = 0;  // autograd ops on the critical stage
   double model_flops = 0;     // per step, whole model: 6 N_active tokens + attention
@@ -80,6 +83,12 @@ struct TwinPrediction {
 
 StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration, const ClusterSpec& spec,
                                           const TwinModel& model, const TwinRun& run);
+// Forward + backward seconds of one micro-batch of `micro_batch` sequences
+// through the whole model on one rank (no parallelism): the sum of the op
+// costs in `h` without its context_factor. `tessera sim calibrate` divides
+// a probe model's measured time by this to get the context factor.
+double OpSumSecondsPerMicroBatch(const HostCalibration& h, const TwinModel& model, int64_t micro_batch);
+
 std::string TwinPredictionJson(const TwinPrediction& p);
 std::string DescribeTwinPrediction(const TwinPrediction& p);
 
