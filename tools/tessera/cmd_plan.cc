@@ -1,9 +1,12 @@
 // `tessera plan evaluate|search`: the parallel-strategy planner.
 //   evaluate --model FILE --cluster FILE --dp D --tp T --pp P [--ep E] [--vpp V]
 //            --micro-batch B [--global-batch G] [--seq S] [--zero Z]
-//            [--recompute none|selective|full] [--precision bf16|fp8]
+//            [--recompute none|selective|full] [--precision bf16|fp8|fp32]
 //            [--schedule 1f1b|interleaved|zb] [--no-sp] [--no-flash] [--offload]
-//            [--no-overlap] [--tokens T] [--json]
+//            [--no-overlap] [--no-twin] [--tokens T] [--json]
+// evaluate on a cluster spec with a calibrated FILE.twin.toml beside it
+// (`tessera sim calibrate`, this machine) takes the step time from the twin
+// (plan/calibrated_time.h) unless --no-twin.
 //   search   --model FILE --cluster FILE --devices N [--global-batch G] [--seq S]
 //            [--tokens T] [--top K] [--no-offload] [--no-fp8] [--json]
 // With --tokens, both add the run's wall-clock time, card-hours and goodput
@@ -12,6 +15,7 @@
 // --mtbf-hours override).
 // Model and cluster formats: docs/plan.md, docs/sim.md.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "tessera/plan/calibrated_time.h"
 #include "tessera/plan/cost_model.h"
 #include "tessera/plan/report.h"
 #include "tessera/plan/search.h"
@@ -50,6 +55,7 @@ struct EvaluateArgs {
   bool no_sp = false;
   bool no_flash = false;
   bool no_overlap = false;
+  bool no_twin = false;
 };
 
 struct SearchArgs {
@@ -112,17 +118,30 @@ Status Evaluate(EvaluateArgs& a) {
   p.sequence_parallel = !a.no_sp;
   p.flash_attention = !a.no_flash;
   p.overlap_grad_reduce = !a.no_overlap;
-  TESSERA_ASSIGN_OR_RETURN(plan::StepBreakdown r, plan::EvaluatePlan(in.model, in.cluster, p));
+  if (p.precision == plan::Precision::kFp32) p.state_layout = plan::StateLayout::kFp32Adam;
+  // A calibrated host (`tessera sim calibrate` wrote FILE.twin.toml beside
+  // the cluster spec): the twin prices the step.
+  const std::string twin_path = sim::TwinPathFor(a.common.cluster);
+  const bool calibrated = !a.no_twin && std::filesystem::exists(twin_path);
+  plan::StepBreakdown r;
+  if (calibrated) {
+    TESSERA_ASSIGN_OR_RETURN(sim::MachineCalibration twin, sim::LoadTwinToml(twin_path));
+    TESSERA_ASSIGN_OR_RETURN(r, plan::EvaluateCalibrated(in.model, in.cluster, p, twin));
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(r, plan::EvaluatePlan(in.model, in.cluster, p));
+  }
   TESSERA_ASSIGN_OR_RETURN(auto cost, Cost(a.common, r, static_cast<double>(p.Devices()), in.cluster));
   if (a.common.json) {
     nlohmann::json j = plan::BreakdownJson(r);
     j["model"] = plan::ModelJson(in.model);
     j["cluster"] = in.cluster.name;
     j["plan"] = plan::PlanJson(p);
+    j["time_model"] = calibrated ? "twin " + twin_path : std::string("roofline");
     if (cost) j["cost"] = plan::RunCostJson(*cost);
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("%s", plan::FormatEvaluation(in.model, in.cluster, p, r, cost).c_str());
+    if (calibrated) std::printf("(step time from the calibrated twin %s; --no-twin for the roofline)\n", twin_path.c_str());
   }
   return Status::Ok();
 }
@@ -181,12 +200,13 @@ void RegisterPlanCommand(CLI::App& app) {
   e->add_option("--micro-batch", ev->plan.micro_batch, "sequences per micro-batch")->required();
   e->add_option("--zero", ev->plan.zero, "ZeRO stage 0..3");
   e->add_option("--recompute", ev->recompute, "none|selective|full");
-  e->add_option("--precision", ev->precision, "bf16|fp8");
+  e->add_option("--precision", ev->precision, "bf16|fp8|fp32 (fp32: fp32 kernels and Adam state, as Tessera on CPUs)");
   e->add_option("--schedule", ev->schedule, "1f1b|interleaved|zb (default: interleaved when --vpp > 1)");
   e->add_flag("--offload", ev->plan.offload_optimizer, "optimizer states on the host tier");
   e->add_flag("--no-sp", ev->no_sp, "no sequence parallelism");
   e->add_flag("--no-flash", ev->no_flash, "materialize attention scores (no flash attention)");
   e->add_flag("--no-overlap", ev->no_overlap, "gradient reduction after the last backward, not overlapped");
+  e->add_flag("--no-twin", ev->no_twin, "roofline time model even when the cluster has a calibrated .twin.toml");
   e->callback([ev] { ExitWith(Evaluate(*ev)); });
 
   auto se = std::make_shared<SearchArgs>();

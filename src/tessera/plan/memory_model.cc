@@ -25,7 +25,7 @@ Dims MakeDims(const ModelSpec& m, const ParallelPlan& p) {
   d.h = static_cast<double>(m.hidden);
   d.t = p.tp;
   d.r = p.sequence_parallel ? d.t : 1.0;
-  d.gemm_bytes = p.precision == Precision::kFp8 ? 1.0 : 2.0;
+  d.gemm_bytes = p.precision == Precision::kFp8 ? 1.0 : p.precision == Precision::kFp32 ? 4.0 : 2.0;
   d.heads = static_cast<double>(m.heads) / p.tp;
   if (m.attention == AttentionKind::kMla) {
     d.kv_heads = d.heads;  // keys and values are expanded per head

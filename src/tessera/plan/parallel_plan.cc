@@ -13,7 +13,14 @@ std::string_view RecomputeName(Recompute r) {
   return "?";
 }
 
-std::string_view PrecisionName(Precision p) { return p == Precision::kFp8 ? "fp8" : "bf16"; }
+std::string_view PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kFp8: return "fp8";
+    case Precision::kFp32: return "fp32";
+    case Precision::kBf16: break;
+  }
+  return "bf16";
+}
 
 std::string_view ScheduleName(Schedule s) {
   switch (s) {
@@ -34,7 +41,8 @@ StatusOr<Recompute> ParseRecompute(std::string_view text) {
 StatusOr<Precision> ParsePrecision(std::string_view text) {
   if (text == "bf16") return Precision::kBf16;
   if (text == "fp8") return Precision::kFp8;
-  return InvalidArgument("precision must be bf16|fp8, got '{}'", text);
+  if (text == "fp32") return Precision::kFp32;
+  return InvalidArgument("precision must be bf16|fp8|fp32, got '{}'", text);
 }
 
 StatusOr<Schedule> ParseSchedule(std::string_view text) {

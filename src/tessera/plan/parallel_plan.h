@@ -21,7 +21,7 @@
 namespace tessera::plan {
 
 enum class Recompute { kNone, kSelective, kFull };
-enum class Precision { kBf16, kFp8 };
+enum class Precision { kBf16, kFp8, kFp32 };  // kFp32: fp32 kernels (Tessera on CPUs)
 enum class Schedule {
   kOneFOneB,     // PipeDream-flush 1F1B: bubble (p-1)/m
   kInterleaved,  // Megatron interleaved 1F1B with vpp chunks: (p-1)/(m*vpp)
@@ -32,7 +32,7 @@ std::string_view RecomputeName(Recompute r);
 std::string_view PrecisionName(Precision p);
 std::string_view ScheduleName(Schedule s);
 StatusOr<Recompute> ParseRecompute(std::string_view text);   // none|selective|full
-StatusOr<Precision> ParsePrecision(std::string_view text);   // bf16|fp8
+StatusOr<Precision> ParsePrecision(std::string_view text);   // bf16|fp8|fp32
 StatusOr<Schedule> ParseSchedule(std::string_view text);     // 1f1b|interleaved|zb
 
 // Bytes per parameter of the training state.

@@ -80,6 +80,7 @@ nlohmann::json BreakdownJson(const StepBreakdown& r) {
             {"ep_comm", r.ep_comm},
             {"pp_comm", r.pp_comm},
             {"dp_comm", r.dp_comm},
+            {"sync", r.sync},
             {"bubble", r.bubble},
             {"optimizer", r.optimizer}}},
           {"memory_bytes_per_device", m.Total()},
@@ -121,9 +122,10 @@ std::string FormatEvaluation(const ModelSpec& m, const sim::ClusterSpec& c, cons
   out += fmt::format("plan     {}\n", p.ToString());
   out += fmt::format("step     {:.4g} s   {:.1f} TF/s per device   MFU {}   HFU {}   {:.4g} tokens/s\n",
                      r.step_time, r.tflops_per_device, Percent(r.mfu), Percent(r.hfu), r.tokens_per_s);
-  out += fmt::format("time     compute {:.4g} s, tp {:.4g}, ep {:.4g}, pp {:.4g}, dp {:.4g}, bubble {:.4g}, "
+  out += fmt::format("time     compute {:.4g} s, tp {:.4g}, ep {:.4g}, pp {:.4g}, dp {:.4g}, {}bubble {:.4g}, "
                      "optimizer {:.4g}\n",
-                     r.compute, r.tp_comm, r.ep_comm, r.pp_comm, r.dp_comm, r.bubble, r.optimizer);
+                     r.compute, r.tp_comm, r.ep_comm, r.pp_comm, r.dp_comm,
+                     r.sync > 0 ? fmt::format("meetings {:.4g}, ", r.sync) : std::string(), r.bubble, r.optimizer);
   out += fmt::format("         bubble {} of the step, exposed communication {}\n", Percent(r.bubble_fraction),
                      Percent(r.comm_fraction));
   const MemoryBreakdown& mb = r.memory;

@@ -27,10 +27,13 @@ class Evaluator {
  public:
   Evaluator(const ModelSpec& m, const sim::ClusterSpec& c, const ParallelPlan& p, const Efficiency& e)
       : m_(m), c_(c), p_(p), e_(e) {
-    const sim::Precision prec = p.precision == Precision::kFp8 ? sim::Precision::kFp8 : sim::Precision::kBf16;
+    const sim::Precision prec = p.precision == Precision::kFp8    ? sim::Precision::kFp8
+                                : p.precision == Precision::kFp32 ? sim::Precision::kFp32
+                                                                  : sim::Precision::kBf16;
     peak_ = c.device.PeakFlops(prec);
     gemm_peak_ = peak_ * e.gemm_max * (p.precision == Precision::kFp8 && c.device.peak_flops_fp8 > 0 ? e.fp8_gemm_factor : 1.0);
-    bf16_peak_ = c.device.PeakFlops(sim::Precision::kBf16);
+    // Attention scores run at the bf16 peak, or fp32's in fp32 training.
+    bf16_peak_ = c.device.PeakFlops(p.precision == Precision::kFp32 ? sim::Precision::kFp32 : sim::Precision::kBf16);
     mem_bw_ = c.device.hbm_bw * e.memory;
     s_ = static_cast<double>(p.Seq(m));
     tokens_ = s_ * static_cast<double>(p.micro_batch);
@@ -103,8 +106,9 @@ class Evaluator {
       w.gemm += Gemm(local, nmat * shared, h_);
       w.memory += Bytes(8 * local * k * h_ + act * local * (k * fe + shared));  // permute/unpermute, activations
       if (p_.ep > 1) {
-        const double dispatch = local * k * h_ * (p_.precision == Precision::kFp8 ? 1.0 : 2.0);
-        const double combine = local * k * h_ * 2.0;
+        const double dispatch =
+            local * k * h_ * (p_.precision == Precision::kFp8 ? 1.0 : p_.precision == Precision::kFp32 ? 4.0 : 2.0);
+        const double combine = local * k * h_ * (p_.precision == Precision::kFp32 ? 4.0 : 2.0);
         const int rps = std::min(p_.ep, c_.supernode.devices);
         w.ep = Collective(CollectiveKind::kAllToAll, dispatch, p_.ep, rps) +
                Collective(CollectiveKind::kAllToAll, combine, p_.ep, rps);

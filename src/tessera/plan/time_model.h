@@ -46,6 +46,7 @@ struct StepBreakdown {
   double ep_comm = 0;       // exposed expert-parallel all-to-alls
   double pp_comm = 0;       // exposed pipeline sends
   double dp_comm = 0;       // exposed gradient reduction / parameter gathers
+  double sync = 0;          // ranks meeting inside micro-batches beyond the transfers (calibrated hosts)
   double bubble = 0;        // pipeline idle time
   double optimizer = 0;     // optimizer step (+ offload transfers)
   // Rates.
