@@ -16,8 +16,9 @@
 # the median over rounds of the paired error (predicted / measured - 1),
 # for the twin and for the planner.
 # Without --calibrate every round predicts from $CLUSTER (default
-# configs/clusters/this-machine.toml); with it, the last round's
-# calibration is left in $CLUSTER and its .twin.toml.
+# configs/clusters/this-machine.toml); with it, the calibration of the
+# median round (by total predicted time) is left in $CLUSTER and its
+# .twin.toml.
 # Exit status 1 when a configuration misses the 15 % target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,7 +77,7 @@ print(statistics.median(xs[5:] if len(xs) > 10 else xs))' "$1"
 }
 
 echo "# $(uptime)"
-RESULTS="$WORK/results.txt"  # name predicted measured, one line per round and config
+RESULTS="$WORK/results.txt"  # name ranks twin_s plan_s measured_s, one line per round and config
 for r in $(seq 1 "$REPEATS"); do
   cluster=$CLUSTER
   if [[ $CALIBRATE == 1 ]]; then
@@ -106,8 +107,21 @@ for r in $(seq 1 "$REPEATS"); do
   done
 done
 if [[ $CALIBRATE == 1 ]]; then
-  cp "$WORK/round$REPEATS.toml" "$CLUSTER"
-  cp "$WORK/round$REPEATS.twin.toml" "${CLUSTER%.toml}.twin.toml"
+  # Keep the round whose calibration predicts the median total step time.
+  keep=$(python3 - "$RESULTS" "${#CASES[@]}" <<'PY'
+import sys
+lines = open(sys.argv[1]).read().split("\n")
+per_round = int(sys.argv[2])
+totals = []
+for r in range(len([l for l in lines if l]) // per_round):
+    rows = [l.split() for l in lines[r * per_round:(r + 1) * per_round]]
+    totals.append((sum(float(x[2]) for x in rows), r + 1))
+print(sorted(totals)[len(totals) // 2][1])
+PY
+)
+  echo "# kept round $keep's calibration in $CLUSTER"
+  cp "$WORK/round$keep.toml" "$CLUSTER"
+  cp "$WORK/round$keep.twin.toml" "${CLUSTER%.toml}.twin.toml"
 fi
 
 python3 - "$RESULTS" <<'PY'
