@@ -62,6 +62,9 @@ StatusOr<StepBreakdown> EvaluateCalibrated(const ModelSpec& m, const sim::Cluste
   out.sync = t.sync_s;
   out.bubble = t.bubble_s;
   out.optimizer = t.optimizer_s;
+  // Activations as Tessera's tape keeps them (every op output, fp32).
+  out.memory.activations = t.activation_bytes;
+  out.fits = out.memory.Total() <= out.memory_capacity && out.memory.host <= c.HostBytesPerDevice();
   const double devices = static_cast<double>(p.Devices());
   const double peak = c.device.PeakFlops(sim::Precision::kFp32);
   out.tflops_per_device = out.hardware_flops / (out.step_time * devices) / 1e12;

@@ -2,8 +2,11 @@
 // calibrate` (this machine; its `.twin.toml` beside it), the step time is
 // the twin's (sim/twin.h: every op of Tessera's GPT priced at measured
 // costs, measured context factor and meeting cost) rather than the
-// roofline, which CPU kernels at these sizes are far from. Memory, FLOP
-// counts and the plan checks stay the planner's (EvaluatePlan).
+// roofline, which CPU kernels at these sizes are far from, and the
+// activation memory is the twin's count of what Tessera's tape keeps (every
+// op output of a micro-batch, fp32, times the micro-batches in flight).
+// Training-state memory, FLOP counts and the plan checks stay the
+// planner's (EvaluatePlan).
 // The twin models Tessera's own GPT in fp32: standard multi-head attention
 // (no GQA, no MLA), no shared experts, no biases; the plan must use
 // --precision fp32, the 1F1B schedule, no recompute and no offload. Other
@@ -25,7 +28,8 @@ namespace tessera::plan {
 StatusOr<sim::TwinModel> TwinModelFor(const ModelSpec& m);
 
 // EvaluatePlan, then the time fields (step_time, compute, tp/ep/pp/dp
-// communication, bubble, optimizer and the rates) from the twin.
+// communication, bubble, optimizer and the rates) and memory.activations
+// from the twin.
 StatusOr<StepBreakdown> EvaluateCalibrated(const ModelSpec& m, const sim::ClusterSpec& c, const ParallelPlan& p,
                                            const sim::MachineCalibration& calibration);
 

@@ -1,6 +1,6 @@
-// plan evaluate on a calibrated host: the time comes from sim's twin, the
-// memory and FLOPs from the planner; unsupported models and plans are
-// errors naming what.
+// plan evaluate on a calibrated host: the time and the activation memory
+// come from sim's twin, training state and FLOPs from the planner;
+// unsupported models and plans are errors naming what.
 #include "tessera/plan/calibrated_time.h"
 
 #include <gtest/gtest.h>
@@ -35,7 +35,7 @@ TEST(CalibratedTimeTest, TheDefaultTrainingModelMapsOntoTheTwin) {
   EXPECT_EQ(t->moe, (std::vector<bool>{false, true, false, true}));  // as models::GptConfig every = 2
 }
 
-TEST(CalibratedTimeTest, StepTimeIsTheTwinsMemoryThePlanners) {
+TEST(CalibratedTimeTest, StepTimeAndActivationsAreTheTwinsStateThePlanners) {
   const ModelSpec m = TestModel("tessera-default.toml");
   const sim::MachineCalibration c = Machine();
   auto cluster = sim::ParseClusterSpec(sim::MachineClusterToml(c, 2), "this-machine.toml");
@@ -53,7 +53,10 @@ TEST(CalibratedTimeTest, StepTimeIsTheTwinsMemoryThePlanners) {
     EXPECT_DOUBLE_EQ(r->sync, twin->sync_s);
     auto roofline = EvaluatePlan(m, *cluster, p);
     ASSERT_TRUE(roofline.ok());
-    EXPECT_DOUBLE_EQ(r->memory.Total(), roofline->memory.Total());
+    // Training state from the planner, activations from the twin's count.
+    EXPECT_DOUBLE_EQ(r->memory.weights + r->memory.gradients + r->memory.optimizer,
+                     roofline->memory.weights + roofline->memory.gradients + roofline->memory.optimizer);
+    EXPECT_DOUBLE_EQ(r->memory.activations, twin->activation_bytes);
     EXPECT_DOUBLE_EQ(r->model_flops, roofline->model_flops);
     EXPECT_NEAR(r->tokens_per_s, 32 * 40 / r->step_time, 1e-9 * r->tokens_per_s);
     EXPECT_GT(r->mfu, 0);

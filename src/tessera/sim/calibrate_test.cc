@@ -195,6 +195,13 @@ TEST(Twin, CountsTheModelWork) {
   EXPECT_EQ(p->micro_batches, 4);
   EXPECT_EQ(p->dp_comm_s, 0);
   EXPECT_EQ(p->sync_s, 0);
+  // Activations: every op output of one micro-batch (2 x 32 tokens) is kept:
+  // per layer 16 d-wide outputs, 3 FFN-wide ones and the attention's H
+  // log-sum-exp rows per token; embedding + final norm (2 d), logits and
+  // cross-entropy (2 V), and two scalar loss terms.
+  const double per_token = m.layers * (16 * d + 3 * 384 + m.heads) + 2 * d + 2 * 64;
+  EXPECT_NEAR(p->activation_bytes, 4 * (per_token * 2 * 32 + 2), 1e-6);
+  EXPECT_EQ(p->activation_stage, 0);
   // One micro-batch's op-sum is the step's compute without the factor.
   EXPECT_NEAR(OpSumSecondsPerMicroBatch(c.all, m, 2) * 4 * c.all.context_factor, p->gemm_s + p->elementwise_s,
               1e-9 * p->gemm_s);
@@ -245,6 +252,10 @@ TEST(Twin, ScalesWithMicroBatchesAndAddsCommunication) {
   EXPECT_GT(pp->bubble_s, 0);
   EXPECT_GT(pp->pp_comm_s, 0);
   EXPECT_NEAR(pp->sync_s, 2 * 8 * c.one.meeting_s, 1e-12);  // a hand-off each way per micro-batch
+  // 1F1B: the first stage holds 2 micro-batches of its half of the layers,
+  // about as much as one micro-batch of the whole model.
+  EXPECT_EQ(pp->activation_stage, 0);
+  EXPECT_NEAR(pp->activation_bytes / two->activation_bytes, 1.0, 0.1);
   EXPECT_LT(pp->ops_per_micro_batch, two->ops_per_micro_batch);
   // Bad runs.
   r.pp = 8;

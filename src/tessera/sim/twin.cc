@@ -27,17 +27,21 @@ class StageWork {
     if (m <= 0 || n <= 0 || k <= 0) return;
     const double work = 6 * m * n * k;
     ops += 1;
+    out_floats += m * n;
     gemm_s += work / (h_->peak_flops * h_->linear.At(work));
   }
   // Fused causal attention over `batch` sequences of `seq` tokens, width `d`.
-  void Attention(double batch, double seq, double d) {
+  void Attention(double batch, double seq, double d, double heads) {
     ops += 1;
+    out_floats += batch * seq * d + batch * heads * seq;  // output + log-sum-exp rows
     const OpLine& l = h_->op(OpKind::kAttention);
     gemm_s += l.At(12 * batch * seq * seq * d);
     fixed_s += l.fixed_s;
   }
-  void Op(OpKind kind, double elements) {
+  // `outputs`: elements of the op's output (default: `elements`).
+  void Op(OpKind kind, double elements, double outputs = -1) {
     ops += 1;
+    out_floats += outputs >= 0 ? outputs : elements;
     const OpLine& l = h_->op(kind);
     other_s += l.At(elements);
     fixed_s += l.fixed_s;
@@ -48,6 +52,10 @@ class StageWork {
   double other_s = 0;  // every other op
   double fixed_s = 0;  // the per-op fixed part of the op lines (included above)
   double ops = 0;
+  // Elements of all op outputs of one micro-batch: Tessera's tape keeps
+  // every recorded op's output (and the inputs it saves, themselves earlier
+  // outputs) until the micro-batch's backward.
+  double out_floats = 0;
 
  private:
   const HostCalibration* h_;
@@ -73,7 +81,7 @@ void AddLayer(const TwinModel& m, const TwinRun& r, bool moe, double mb, StageWo
     w.Op(OpKind::kRope, tokens * d_local);
     w.Op(OpKind::kRope, tokens * d_local);
   }
-  w.Attention(mb, static_cast<double>(m.seq), d_local);
+  w.Attention(mb, static_cast<double>(m.seq), d_local, static_cast<double>(m.heads) / r.tp);
   w.Op(OpKind::kCopy, tokens * d_local);
   w.Linear(tokens, d, d_local);
   w.Op(OpKind::kPointwise, tokens * d);
@@ -98,7 +106,7 @@ void AddLayer(const TwinModel& m, const TwinRun& r, bool moe, double mb, StageWo
     w.Linear(tokens, e, d);
     w.Op(OpKind::kSoftmax, tokens * e);
     w.Op(OpKind::kSoftmax, tokens * e);
-    for (int i = 0; i < 6; ++i) w.Op(OpKind::kPointwise, tokens * e);
+    for (int i = 0; i < 6; ++i) w.Op(OpKind::kPointwise, tokens * e, tokens * m.top_k);
     // Each local expert gets tokens * top_k / E rows (balanced routing; with
     // ep > 1 the rows of the ep group's tokens arrive by all-to-all).
     const double rows = tokens * m.top_k / e * (r.ep > 1 ? r.ep : 1);
@@ -111,7 +119,7 @@ void AddLayer(const TwinModel& m, const TwinRun& r, bool moe, double mb, StageWo
       w.Op(OpKind::kPointwise, rows * d);  // scale by the gates
     }
     w.Op(OpKind::kCopy, tokens * m.top_k * d);  // concat
-    w.Op(OpKind::kRows, tokens * m.top_k * d);  // scatter-add rows to token order
+    w.Op(OpKind::kRows, tokens * m.top_k * d, tokens * d);  // scatter-add rows to token order
     p.params += d * e + local * mats * d * f;
     p.tensors += 1 + local * mats;
   }
@@ -199,6 +207,13 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
     AddStage(m, r, s, layer, n, w, p);
     layer += n;
     total_params += p.params;
+    // 1F1B: stage s holds the activations of pp - s micro-batches at its
+    // peak (fp32 elements, 4 bytes).
+    const double in_flight = std::min(static_cast<double>(out.micro_batches), static_cast<double>(r.pp - s));
+    if (4 * w.out_floats * in_flight > out.activation_bytes) {
+      out.activation_bytes = 4 * w.out_floats * in_flight;
+      out.activation_stage = s;
+    }
     if (w.Seconds() > worst_stage_s) {
       worst_stage_s = w.Seconds();
       worst_params = p.params;
@@ -288,19 +303,22 @@ std::string TwinPredictionJson(const TwinPrediction& p) {
       "{{\n  \"ranks\": {},\n  \"threads_per_rank\": {},\n  \"micro_batches\": {},\n  \"step_time_s\": {:.6g},\n"
       "  \"gemm_s\": {:.6g},\n  \"elementwise_s\": {:.6g},\n  \"op_overhead_s\": {:.6g},\n  \"optimizer_s\": {:.6g},\n"
       "  \"dp_comm_s\": {:.6g},\n  \"tp_comm_s\": {:.6g},\n  \"ep_comm_s\": {:.6g},\n  \"pp_comm_s\": {:.6g},\n"
-      "  \"sync_s\": {:.6g},\n  \"bubble_s\": {:.6g},\n  \"ops_per_micro_batch\": {:.0f},\n  \"model_flops\": {:.6g}\n}}",
+      "  \"sync_s\": {:.6g},\n  \"bubble_s\": {:.6g},\n  \"ops_per_micro_batch\": {:.0f},\n  \"model_flops\": {:.6g},\n"
+      "  \"activation_bytes\": {:.6g},\n  \"activation_stage\": {}\n}}",
       p.ranks, p.threads_per_rank, p.micro_batches, p.step_s, p.gemm_s, p.elementwise_s, p.overhead_s,
       p.optimizer_s, p.dp_comm_s, p.tp_comm_s, p.ep_comm_s, p.pp_comm_s, p.sync_s, p.bubble_s,
-      p.ops_per_micro_batch, p.model_flops);
+      p.ops_per_micro_batch, p.model_flops, p.activation_bytes, p.activation_stage);
 }
 
 std::string DescribeTwinPrediction(const TwinPrediction& p) {
   return fmt::format(
       "{} rank(s) x {} thread(s), {} micro-batches per rank, {:.0f} autograd ops per micro-batch\n"
       "step_time_s {:.4f}  gemm {:.4f}  elementwise {:.4f}  op_overhead {:.4f}  optimizer {:.4f}  dp_comm {:.4f}  "
-      "tp_comm {:.4f}  ep_comm {:.4f}  pp_comm {:.4f}  sync {:.4f}  bubble {:.4f}\n",
+      "tp_comm {:.4f}  ep_comm {:.4f}  pp_comm {:.4f}  sync {:.4f}  bubble {:.4f}\n"
+      "activations {:.2f} MB per rank (pipeline stage {})\n",
       p.ranks, p.threads_per_rank, p.micro_batches, p.ops_per_micro_batch, p.step_s, p.gemm_s, p.elementwise_s,
-      p.overhead_s, p.optimizer_s, p.dp_comm_s, p.tp_comm_s, p.ep_comm_s, p.pp_comm_s, p.sync_s, p.bubble_s);
+      p.overhead_s, p.optimizer_s, p.dp_comm_s, p.tp_comm_s, p.ep_comm_s, p.pp_comm_s, p.sync_s, p.bubble_s,
+      p.activation_bytes / 1e6, p.activation_stage);
 }
 
 }  // namespace tessera::sim

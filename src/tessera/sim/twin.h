@@ -24,6 +24,8 @@
 //  - Each meeting of ranks inside a micro-batch (tp all-reduce, ep
 //    exchange, pp hand-off) costs the calibrated meeting time on top.
 //  - Pipeline: 1F1B over pp stages: (m + pp - 1) slots of the slowest stage.
+//  - Activation memory: every op output of a micro-batch (the tape keeps
+//    them until backward), times the micro-batches in flight per stage.
 // Ranks share the cores: each rank gets MachineCalibration::PerRank(world).
 // Pure; thread-safe.
 #pragma once
@@ -77,6 +79,12 @@ struct TwinPrediction {
   double sync_s = 0;          // meetings of ranks inside micro-batches (tp, ep, pp) beyond transfers
   double bubble_s = 0;
   double ops_per_micro_batch = 0;  // autograd ops on the critical stage
+  // Peak bytes of saved activations per rank: every op output of a
+  // micro-batch stays on the tape until its backward (fp32), times the
+  // micro-batches in flight on the stage (1F1B: pp - stage); the stage
+  // with the most.
+  double activation_bytes = 0;
+  int activation_stage = 0;
   double model_flops = 0;     // per step, whole model: 6 N_active tokens + attention
   double parameters = 0;
 };
