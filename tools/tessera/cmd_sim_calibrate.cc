@@ -606,7 +606,9 @@ StatusOr<std::string> RunSelf(const std::string& args) {
   if (n <= 0) return Internal("cannot find the tessera binary (/proc/self/exe)");
   const std::string bin(exe.data(), static_cast<size_t>(n));
   std::string expanded = args;
-  for (size_t at; (at = expanded.find("{bin}")) != std::string::npos;) expanded.replace(at, 5, bin);
+  for (size_t at = expanded.find("{bin}"); at != std::string::npos; at = expanded.find("{bin}", at + bin.size())) {
+    expanded.replace(at, 5, bin);
+  }
   const std::string cmd = fmt::format("'{}' {} 2>&1", bin, expanded);
   std::FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return Internal("cannot run '{}'", cmd);
