@@ -1,24 +1,27 @@
 // `tessera sim calibrate [--out FILE] [--ranks N] [--ccl-perf FILE] [--json]`:
 // measures this machine (fp32 peak and STREAM triad from `tessera info`'s
-// cache, GEMMs at several shapes, element-wise kernels, the per-op cost of
-// autograd, and a 2-rank all-reduce sweep run as
-// `tessera launch --nproc 2 -- tessera ccl-perf allreduce`, or read from
-// --ccl-perf FILE), fits the twin constants (sim/calibrate.h) and writes
-// the cluster spec FILE (N ranks sharing the cores) and FILE's .twin.toml.
-// Every timing is the minimum of repeated runs; a host whose fits are poor
-// (other processes disturbed it) is measured again, up to 3 times. Takes ~10-20 s.
+// cache, GEMMs at several shapes, every autograd op kind of a small
+// transformer, the optimizer, a probe model's real training steps (the
+// context factor), a 2-process meeting probe, and a 2-rank all-reduce sweep
+// run as `tessera launch --nproc 2 -- tessera ccl-perf allreduce`, or read
+// from --ccl-perf FILE), fits the twin constants (sim/calibrate.h) and
+// writes the cluster spec FILE (N ranks sharing the cores) and FILE's
+// .twin.toml. Micro-benchmark timings are minima of repeated runs (a host
+// whose fits are poor is measured again, up to 3 times); the probes report
+// medians. Takes ~15 s.
 // `tessera sim predict --cluster FILE CONFIG [--set k=v ...] [--json]`:
 // the twin's step time for a `tessera train` config (sim/twin.h).
+// `tessera sim meeting-probe` (under `tessera launch`, run by calibrate):
+// what each meeting of ranks amid compute costs.
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -70,6 +73,12 @@ double TypicalSeconds(F&& fn, double budget_s) {
   return *std::min_element(t.begin(), t.end());
 }
 
+// The upper median of `v` (non-empty).
+double Median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
 Tensor Filled(const Shape& shape, double value) { return Tensor::Full(shape, value, DType::kF32); }
 
 // GEMM shapes (M, N, K): square sizes and the token-by-feature shapes of
@@ -85,17 +94,26 @@ constexpr std::array<std::array<int64_t, 3>, 10> kGemmShapes = {{{32, 32, 32},
                                                                  {1280, 128, 128},
                                                                  {1024, 1024, 256}}};
 
-// Evicts the cores' private caches: every kernel thread writes its slice
-// of an 8 MiB buffer (allocated once). In a training step the saved
-// activations, weights and gradients of a micro-batch (MBs) do not fit in
-// a core's L2, so each op reads its operands from the shared L3 or DRAM.
-void EvictPrivateCaches() {
-  static std::vector<float> buffer(2u << 20, 1.0f);
+// Every kernel thread writes its slice of a `bytes` buffer (allocated once
+// per size): evicts what the caches held.
+void WriteThrough(size_t bytes) {
+  static std::map<size_t, std::vector<float>> buffers;
+  std::vector<float>& buffer = buffers[bytes];
+  if (buffer.empty()) buffer.assign(bytes / sizeof(float), 1.0f);
   const auto n = static_cast<int64_t>(buffer.size());
   float* b = buffer.data();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) b[i] += 1.0f;
 }
+
+// Evicts the cores' private caches (an 8 MiB write). In a training step
+// the saved activations, weights and gradients of a micro-batch (MBs) do
+// not fit in a core's L2, so each op reads its operands from the shared L3
+// or DRAM.
+void EvictPrivateCaches() { WriteThrough(8u << 20); }
+
+// Evicts the last-level cache too (a 96 MiB write).
+void EvictAllCaches() { WriteThrough(96u << 20); }
 
 // Seconds of forward + backward (tape recorded, gradients into the leaves'
 // .grad) of `forward` with cold private caches before each half: the
@@ -300,16 +318,11 @@ double OptimizerSeconds(int tensors, int64_t elements) {
   }
   optim::AdamW adam(params, optim::AdamWOptions{});
   // In a step the micro-batches' activations pass through the caches
-  // between two optimizer steps: time it with cold caches (not timed: a
-  // write of more than the last-level cache).
-  static std::vector<float> flush(24u << 20, 1.0f);  // 96 MiB
+  // between two optimizer steps: time it with cold caches.
   double best = 1e30;
   const auto start = Clock::now();
   for (int i = 0; i < 10 || (std::chrono::duration<double>(Clock::now() - start).count() < 0.3 && i < 200); ++i) {
-    float* f = flush.data();
-    const auto n = static_cast<int64_t>(flush.size());
-#pragma omp parallel for schedule(static)
-    for (int64_t j = 0; j < n; ++j) f[j] += 1.0f;
+    EvictAllCaches();
     const auto t0 = Clock::now();
     optim::ClipGradNorm(all, 1.0);
     adam.Step(1e-4);
@@ -478,11 +491,7 @@ Status MeetingProbe() {
     rounds[lockstep ? 1 : 0].push_back(t);
   }
   TESSERA_RETURN_IF_ERROR(failed);
-  auto median = [](std::vector<double> v) {
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
-  };
-  const double free = median(rounds[0]), locked = median(rounds[1]);
+  const double free = Median(rounds[0]), locked = Median(rounds[1]);
   if (c.rank() == 0) {
     std::printf("free_round_ms %.3f\nlockstep_round_ms %.3f\nmeetings_per_round %d\nmeeting_us %.3f\n",
                 1e3 * free, 1e3 * locked, meetings_per_round,
@@ -541,15 +550,14 @@ class ContextProbe {
   }
   // The median sample / the probe's op-sum under `h`.
   double Factor(const sim::HostCalibration& h) const {
-    std::vector<double> t = samples_;
-    std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
+    const double median = Median(samples_);
     sim::HostCalibration isolated = h;
     isolated.context_factor = 1;
     const double op_sum =
         sim::OpSumSecondsPerMicroBatch(isolated, TwinModelOf(ProbeModelConfig()), kProbeMicroBatch);
     TLOG(INFO, "context probe, {} thread(s): median {:.3f} ms per micro-batch over {} steps; op-sum {:.3f} ms",
-         h.threads, 1e3 * t[t.size() / 2], t.size(), 1e3 * op_sum);
-    return t[t.size() / 2] / op_sum;
+         h.threads, 1e3 * median, samples_.size(), 1e3 * op_sum);
+    return median / op_sum;
   }
 
  private:
