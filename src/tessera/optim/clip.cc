@@ -1,6 +1,5 @@
 #include "tessera/optim/clip.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include <omp.h>
