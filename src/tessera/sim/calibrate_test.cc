@@ -233,6 +233,21 @@ TEST(Twin, ScalesWithMicroBatchesAndAddsCommunication) {
   EXPECT_EQ(dp->micro_batches, 4);
   EXPECT_GT(dp->dp_comm_s, 0);
   EXPECT_EQ(dp->ep_comm_s, 0);
+  // ZeRO stages move what the runtime moves: 1 = all-reduce + all-gather of
+  // the updated shards, 2 = reduce-scatter + all-gather (the all-reduce's
+  // bytes), 3 = parameters gathered for every micro-batch's forward and
+  // backward.
+  std::vector<double> zero_comm;
+  for (int z = 0; z <= 3; ++z) {
+    TwinRun rz = r;
+    rz.zero = z;
+    auto pz = PredictTrainStep(c, *spec, m, rz);
+    ASSERT_TRUE(pz.ok());
+    zero_comm.push_back(pz->dp_comm_s);
+  }
+  EXPECT_GT(zero_comm[1], zero_comm[0]);
+  EXPECT_NEAR(zero_comm[2], zero_comm[0], 0.2 * zero_comm[0]);
+  EXPECT_GT(zero_comm[3], 4 * zero_comm[2]);
   r.ep = 2;
   auto ep = PredictTrainStep(c, *spec, m, r);
   ASSERT_TRUE(ep.ok());

@@ -261,18 +261,28 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
   out.sync_s = sync_mb * m_count;
   out.bubble_s = (slots - m_count) * slot;
 
-  // Gradient all-reduce over dp (ZeRO-1/2 reduce-scatter + all-gather move
-  // the same bytes), then AdamW over this rank's shard.
+  // Data parallel (parallel/zero.h): ZeRO-0/1 all-reduce the gradients,
+  // ZeRO-2/3 reduce-scatter them; ZeRO-1/2 then all-gather the updated
+  // shards, ZeRO-3 gathers the parameters before every micro-batch's
+  // forward and backward instead.
   if (r.dp > 1) {
-    out.dp_comm_s = EstimateCollective(spec, CollectiveKind::kAllReduce, worst_params * 4,
-                                       GroupLayout::Contiguous(spec, r.dp)).time_s;
+    const GroupLayout group = GroupLayout::Contiguous(spec, r.dp);
+    const double bytes = worst_params * 4;
+    auto cost = [&](CollectiveKind kind) { return EstimateCollective(spec, kind, bytes, group).time_s; };
+    out.dp_comm_s = r.zero >= 2 ? cost(CollectiveKind::kReduceScatter) : cost(CollectiveKind::kAllReduce);
+    if (r.zero == 1 || r.zero == 2) out.dp_comm_s += cost(CollectiveKind::kAllGather);
+    if (r.zero >= 3) out.dp_comm_s += 2 * m_count * cost(CollectiveKind::kAllGather);
   }
+  // The optimizer step: the parallel runtime first copies the gradients
+  // into its flat buckets (read + write, 8 bytes per parameter), then
+  // clipping + AdamW over this rank's shard.
   const double shard = r.zero >= 1 ? worst_params / r.dp : worst_params;
+  const double bucket_copy_s = out.ranks > 1 ? 8 * worst_params / h.triad_bytes_per_s : 0.0;
   if (h.optimizer_per_param_s > 0) {
-    out.optimizer_s = worst_tensors * h.optimizer_per_tensor_s + shard * h.optimizer_per_param_s;
+    out.optimizer_s = worst_tensors * h.optimizer_per_tensor_s + shard * h.optimizer_per_param_s + bucket_copy_s;
   } else {
     out.optimizer_s = kAdamBytesPerParam * shard / h.triad_bytes_per_s +
-                      kOptimizerKernelsPerTensor * worst_tensors * h.kernel_overhead_s;
+                      kOptimizerKernelsPerTensor * worst_tensors * h.kernel_overhead_s + bucket_copy_s;
   }
   out.step_s = slots * slot + out.dp_comm_s + out.optimizer_s;
 

@@ -18,9 +18,11 @@
 //    costs (without them: 28 bytes per parameter at triad bandwidth plus 4
 //    kernels per tensor).
 //  - Communication on the calibrated cluster spec (collective_cost.h):
-//    the dp gradient all-reduce (exposed), tp all-reduces (2 forward,
-//    2 backward per layer), ep all-to-alls (dispatch + combine, forward and
-//    backward) and pp activation sends.
+//    the dp gradient reduction as the ZeRO stage does it (all-reduce or
+//    reduce-scatter, plus the parameter all-gathers of ZeRO-1/2/3; exposed),
+//    tp all-reduces (2 forward, 2 backward per layer), ep all-to-alls
+//    (dispatch + combine, forward and backward) and pp activation sends;
+//    multi-rank runs also copy the gradients into flat buckets.
 //  - Each meeting of ranks inside a micro-batch (tp all-reduce, ep
 //    exchange, pp hand-off) costs the calibrated meeting time on top.
 //  - Pipeline: 1F1B over pp stages: (m + pp - 1) slots of the slowest stage.
