@@ -38,27 +38,9 @@ namespace tessera::plan {
 namespace {
 
 // The runtime runs configs/train/default.toml (a small MoE GPT) with the
-// overrides below; this is the same model as a plan spec.
-constexpr char kModelSpec[] = R"(
-name = "default"
-layers = 4
-hidden = 128
-heads = 4
-ffn_hidden = 384
-vocab = 16
-seq_len = 40
-ffn = "swiglu"
-norm = "rmsnorm"
-position = "rope"
-embeddings = "tied"
-biases = "none"
-[moe]
-experts = 4
-top_k = 2
-expert_ffn_hidden = 256
-first_dense_layers = 1
-every = 2
-)";
+// overrides below; configs/models/tessera-default.toml is the same model as
+// a plan spec.
+StatusOr<ModelSpec> DefaultModel() { return LoadModelSpec(ModelPath("tessera-default.toml")); }
 
 struct Measured {
   int64_t parameters = 0;        // the model's parameter count
@@ -103,7 +85,7 @@ struct Case {
 };
 
 TEST(MeasuredMemoryTest, TrainingStateMatchesTheRuntime) {
-  auto spec = ParseModelSpec(kModelSpec, "default-model.toml");
+  auto spec = DefaultModel();
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   const Case cases[] = {{2, 1, 1, 1, 0}, {2, 1, 1, 1, 1}, {2, 1, 1, 1, 2}, {2, 1, 1, 1, 3},
                         {1, 2, 1, 1, 0}, {1, 1, 2, 1, 0}, {2, 1, 1, 2, 1}, {2, 1, 2, 1, 1}};
@@ -138,7 +120,7 @@ TEST(MeasuredMemoryTest, TrainingStateMatchesTheRuntime) {
 }
 
 TEST(MeasuredMemoryTest, SingleProcessPeakMatchesTheCalibratedPlanner) {
-  auto spec = ParseModelSpec(kModelSpec, "default-model.toml");
+  auto spec = DefaultModel();
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   const sim::MachineCalibration calibration = sim::testing::SyntheticMachine();
   auto cluster = sim::ParseClusterSpec(sim::MachineClusterToml(calibration, 1), "this-machine.toml");
