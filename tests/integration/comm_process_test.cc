@@ -98,6 +98,51 @@ Status RunCollectives(comm::Communicator& c) {
   return c.Barrier();
 }
 
+// The zero-copy collectives (buffers from AllocShared, which peers map
+// through /proc/<pid>/fd), checked, and counted to prove they ran zero copy.
+Status RunSharedCollectives(comm::Communicator& c) {
+  const int n = c.size(), r = c.rank();
+  if (!c.zero_copy()) return Internal("zero copy unavailable between these processes");
+  const size_t count = 300001;
+  auto alloc = [](size_t bytes) { return static_cast<float*>(comm::AllocShared(bytes).value()); };
+  float* send = alloc(count * n * sizeof(float));
+  float* recv = alloc(count * n * sizeof(float));
+  const uint64_t before = c.zero_copy_ops();
+  for (size_t i = 0; i < count; ++i) send[i] = static_cast<float>((r + 1) * (i % 7));
+  TESSERA_RETURN_IF_ERROR(c.AllReduce(send, recv, count, comm::DataType::kFloat32, comm::ReduceOp::kSum));
+  for (size_t i = 0; i < count; ++i) {
+    if (recv[i] != static_cast<float>(n * (n + 1) / 2 * (i % 7))) return Internal("all_reduce wrong at {}", i);
+  }
+  TESSERA_RETURN_IF_ERROR(c.AllReduce(send, send, count, comm::DataType::kFloat32, comm::ReduceOp::kMax));
+  if (send[count - 1] != static_cast<float>(n * ((count - 1) % 7))) return Internal("in-place all_reduce wrong");
+  TESSERA_RETURN_IF_ERROR(c.Reduce(send, r == 1 ? recv : nullptr, count, comm::DataType::kFloat32,
+                                   comm::ReduceOp::kMin, 1));
+  if (r == 1 && recv[count - 1] != send[count - 1]) return Internal("reduce wrong");
+  for (size_t i = 0; i < count; ++i) send[i] = static_cast<float>(r * 1000 + i % 100);
+  TESSERA_RETURN_IF_ERROR(c.AllGather(send, recv, count, comm::DataType::kFloat32));
+  for (int j = 0; j < n; ++j) {
+    if (recv[j * count + 99] != static_cast<float>(j * 1000 + 99)) return Internal("all_gather wrong from {}", j);
+  }
+  const size_t block = count / n;
+  for (int d = 0; d < n; ++d) std::fill(send + d * block, send + (d + 1) * block, static_cast<float>(r * 100 + d));
+  TESSERA_RETURN_IF_ERROR(c.AllToAll(send, recv, block, comm::DataType::kFloat32));
+  for (int j = 0; j < n; ++j) {
+    if (recv[j * block + block - 1] != static_cast<float>(j * 100 + r)) return Internal("all_to_all wrong from {}", j);
+  }
+  std::fill(send, send + count, r == n - 1 ? 2.5f : 0.0f);
+  TESSERA_RETURN_IF_ERROR(c.Broadcast(send, recv, count, comm::DataType::kFloat32, n - 1));
+  if (recv[count - 1] != 2.5f) return Internal("broadcast wrong");
+  std::fill(send, send + block * n, 1.0f);
+  TESSERA_RETURN_IF_ERROR(c.ReduceScatter(send, recv, block, comm::DataType::kFloat32, comm::ReduceOp::kSum));
+  if (recv[block - 1] != static_cast<float>(n)) return Internal("reduce_scatter wrong");
+  const uint64_t ran = c.zero_copy_ops() - before;
+  TESSERA_RETURN_IF_ERROR(c.Barrier());
+  TESSERA_RETURN_IF_ERROR(comm::FreeShared(send));
+  TESSERA_RETURN_IF_ERROR(comm::FreeShared(recv));
+  if (ran != 7) return Internal("{} of 7 operations ran zero copy", ran);
+  return Status::Ok();
+}
+
 TEST(CommChild, Rank) {
   const char* mode_env = std::getenv("TESSERA_COMM_CHILD");
   if (mode_env == nullptr) GTEST_SKIP() << "runs only as a rank process of the CommProcess tests";
@@ -106,17 +151,24 @@ TEST(CommChild, Rank) {
   ASSERT_TRUE(comm.ok()) << comm.status().ToString();
   comm::Communicator& c = **comm;
   const std::string tag = "rank " + std::to_string(c.rank()) + " of " + std::to_string(c.size());
-  if (mode == "collectives") {
-    Status st = RunCollectives(c);
+  if (mode == "collectives" || mode == "shared") {
+    Status st = mode == "shared" ? RunSharedCollectives(c) : RunCollectives(c);
     ASSERT_TRUE(st.ok()) << tag << ": " << st.ToString();
     Emit("COMM-CHILD-OK " + tag + " transport " + std::string(comm::transport::TransportKindName(c.transport_kind())));
     return;
   }
   // "loop": all-reduces until one fails (a peer gets SIGKILLed by the test).
   Emit("COMM-READY " + tag + " pid " + std::to_string(::getpid()));
-  std::vector<float> x(1 << 20, 1.0f);
+  // Private memory, or (TESSERA_COMM_SHARED=1) shared memory the peers map.
+  const char* shared_env = std::getenv("TESSERA_COMM_SHARED");
+  std::vector<float> priv(shared_env != nullptr && *shared_env != '\0' ? 0 : 1 << 20, 1.0f);
+  float* x = priv.data();
+  if (priv.empty()) {
+    x = static_cast<float*>(comm::AllocShared((1 << 20) * sizeof(float)).value());
+    std::fill(x, x + (1 << 20), 1.0f);
+  }
   for (int i = 0; i < 1000000; ++i) {
-    Status st = c.AllReduce(x.data(), x.data(), x.size(), comm::DataType::kFloat32, comm::ReduceOp::kMax);
+    Status st = c.AllReduce(x, x, 1 << 20, comm::DataType::kFloat32, comm::ReduceOp::kMax);
     if (!st.ok()) {
       Emit("COMM-ERROR " + tag + ": " + st.ToString());
       std::fflush(stdout);
@@ -133,6 +185,18 @@ TEST(CommChild, Rank) {
 
 std::vector<std::string> LaunchSelf(int nproc) {
   return {TESSERA_BIN, "launch", "--nproc", std::to_string(nproc), "--", Self(), "--gtest_filter=CommChild.Rank"};
+}
+
+TEST(CommProcess, ZeroCopyCollectivesOnSharedBuffers) {
+  for (int n : {2, 4}) {
+    ProcResult r = RunCommand(LaunchSelf(n), kRunLimit, {{"TESSERA_COMM_CHILD", "shared"}});
+    ASSERT_EQ(r.exit_code, 0) << Show(r);
+    for (int k = 0; k < n; ++k) {
+      EXPECT_NE(r.out.find("COMM-CHILD-OK rank " + std::to_string(k) + " of " + std::to_string(n) + " transport shm"),
+                std::string::npos)
+          << Show(r);
+    }
+  }
 }
 
 TEST(CommProcess, EveryCollectiveOverShmAndTcp) {
@@ -161,7 +225,8 @@ TEST(CommProcess, CclPerfUnderTheLauncher) {
 
 // Starts `n` rank processes directly (no launcher: it would stop the job
 // when one rank dies, and we want to see what the survivors report).
-std::vector<std::unique_ptr<Subprocess>> StartRanks(int n, const std::string& transport, int timeout_ms) {
+std::vector<std::unique_ptr<Subprocess>> StartRanks(int n, const std::string& transport, int timeout_ms,
+                                                     bool shared_buffers = false) {
   const std::string port = std::to_string(FreePort());
   std::vector<std::unique_ptr<Subprocess>> ranks;
   for (int r = 0; r < n; ++r) {
@@ -177,15 +242,19 @@ std::vector<std::unique_ptr<Subprocess>> StartRanks(int n, const std::string& tr
                                            {"TESSERA_JOB_TOKEN", "comm-process-test-token-0123456789"},
                                            {"TESSERA_STORE_HOSTED", ""},
                                            {"TESSERA_TRANSPORT", transport},
-                                           {"TESSERA_COMM_TIMEOUT_MS", std::to_string(timeout_ms)}}));
+                                           {"TESSERA_COMM_TIMEOUT_MS", std::to_string(timeout_ms)},
+                                           {"TESSERA_COMM_SHARED", shared_buffers ? "1" : ""}}));
   }
   return ranks;
 }
 
 TEST(CommProcess, SigkillMidCollectiveFailsEverySurvivorWithinTheTimeout) {
-  for (const char* transport : {"shm", "tcp"}) {
+  // "shm-shared": the all-reduces run zero copy on buffers the victim shares.
+  for (const char* variant : {"shm", "tcp", "shm-shared"}) {
     constexpr int kRanks = 4, kVictim = 2, kTimeoutMs = 4000;
-    auto ranks = StartRanks(kRanks, transport, kTimeoutMs);
+    const bool shared = std::string(variant) == "shm-shared";
+    const char* transport = shared ? "shm" : variant;
+    auto ranks = StartRanks(kRanks, transport, kTimeoutMs, shared);
     for (int r = 0; r < kRanks; ++r) {
       ASSERT_TRUE(ranks[r]->WaitForOutput("COMM-READY", milliseconds(60000)))
           << transport << " rank " << r << " never got ready\n"

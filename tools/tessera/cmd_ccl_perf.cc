@@ -34,6 +34,7 @@ struct CclPerfArgs {
   int check = 1;
   int blocking = 1;
   int average = 1;
+  int registered = 0;
   int threads = 0;
   std::string algo;
   std::string transport = "auto";
@@ -64,6 +65,7 @@ Status Run(const CclPerfArgs& a) {
   o.check = a.check != 0;
   o.blocking = a.blocking != 0;
   o.average = a.average;
+  o.shared_buffers = a.registered != 0;
   comm::CommOptions co;
   co.algo = a.algo;
   TESSERA_ASSIGN_OR_RETURN(co.transport, comm::transport::ParseTransportKind(a.transport));
@@ -110,6 +112,9 @@ void RegisterCclPerfCommand(CLI::App& app) {
                   "1 (default): each iteration is a blocking call, run on the calling thread; 0: queue all "
                   "iterations asynchronously on the progress thread, then wait (nccl-tests' default)");
   sub->add_option("-a,--average", args->average, "time over ranks: 0 rank 0, 1 mean, 2 min, 3 max");
+  sub->add_option("-R,--local_register", args->registered,
+                  "1: allocate the buffers with AllocShared (shared memory peers map: zero-copy collectives); "
+                  "0 (default): private memory");
   sub->add_option("--threads", args->threads, "run N ranks as threads of this process (no launcher)");
   sub->add_option("--algo", args->algo, "force algorithms (like TESSERA_ALGO)");
   sub->add_option("--transport", args->transport, "auto, shm, tcp");

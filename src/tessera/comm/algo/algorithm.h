@@ -82,6 +82,12 @@ Status ShmDirectAllToAll(const CollectiveArgs& a, AlgoEnv& env);  // also kAllTo
 Status ShmDirectGather(const CollectiveArgs& a, AlgoEnv& env);
 Status ShmDirectScatter(const CollectiveArgs& a, AlgoEnv& env);
 Status ShmDirectBarrier(const CollectiveArgs& a, AlgoEnv& env);
+// Zero copy (shm_zero_copy.cc): runs all-reduce, reduce, reduce-scatter,
+// all-gather, broadcast and all-to-all(v) in place of the shm algorithms
+// above when every rank's buffers are shared (AllocShared); sets *taken.
+// Every rank must call it at the same point of the same op. Costs one LL
+// step when not taken.
+Status ShmZeroCopy(const CollectiveArgs& a, AlgoEnv& env, bool* taken);
 
 Status RingAllReduce(const CollectiveArgs& a, AlgoEnv& env);
 Status RingAllGather(const CollectiveArgs& a, AlgoEnv& env);

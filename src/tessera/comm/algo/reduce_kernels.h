@@ -28,6 +28,15 @@ namespace tessera::comm::algo {
 void ReduceMany(void* dst, const void* const* srcs, int num_srcs, size_t count, DataType dtype, ReduceOp op,
                 int avg_divisor, bool stream_dst = false);
 
+// dsts[d][i] = srcs[0][i] op ... op srcs[n-1][i] for every d < num_dsts:
+// one pass that reads each source once and writes every destination (the
+// zero-copy all-reduce writes a rank's slice straight into every rank's
+// output). Same semantics and rounding as ReduceMany. With stream_dst,
+// destinations that are 32-byte aligned get non-temporal stores. No
+// destination may overlap a source except identically (in place).
+void ReduceToMany(void* const* dsts, int num_dsts, const void* const* srcs, int num_srcs, size_t count,
+                  DataType dtype, ReduceOp op, int avg_divisor, bool stream_dst);
+
 // dst[i] = dst[i] op src[i]; kAvg adds (finalize with DivideBy).
 void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op);
 

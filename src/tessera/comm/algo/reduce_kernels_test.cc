@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -64,6 +65,49 @@ TEST(ReduceKernels, ReduceIntoChainAndDivide) {
       for (size_t i = 0; i < count; ++i) {
         ASSERT_TRUE(testing::Close(GetElement(acc.data(), dt, i), Reference(n, i, dt, op), dt, op))
             << DataTypeName(dt) << " " << ReduceOpName(op) << " i=" << i;
+      }
+    }
+  }
+}
+
+// ReduceToMany writes exactly what ReduceMany computes (bitwise) into every
+// destination: every dtype and op, 1-8 sources, 1-3 destinations, streamed
+// or not, aligned or not, lengths with and without a partial last line, and
+// with the first destination being the first source (in place).
+TEST(ReduceKernels, ReduceToManyEqualsReduceManyBitwise) {
+  for (DataType dt : kAllDataTypes) {
+    for (ReduceOp op : kAllReduceOps) {
+      int k = 0;
+      for (int n : {1, 2, 3, 8}) {
+        for (size_t count : {size_t{1}, size_t{67}, size_t{4096}, size_t{4099}}) {
+          const size_t elem = DataTypeSize(dt);
+          const int dsts_n = 1 + k % 3;
+          const bool stream = k % 2 == 0;
+          const size_t skew = (k % 4 == 3) ? elem : 0;  // misaligned destinations
+          const bool in_place = k % 5 == 4;
+          ++k;
+          std::vector<std::vector<uint8_t>> srcs(n, std::vector<uint8_t>(count * elem + 64));
+          std::vector<const void*> ptrs;
+          for (int r = 0; r < n; ++r) {
+            for (size_t i = 0; i < count; ++i) SetElement(srcs[r].data(), dt, i, InputValue(r, i, dt, op) * (i % 3 + 1));
+            ptrs.push_back(srcs[r].data());
+          }
+          std::vector<uint8_t> want(count * elem);
+          ReduceMany(want.data(), ptrs.data(), n, count, dt, op, n);
+          std::vector<std::vector<uint8_t>> outs(dsts_n, std::vector<uint8_t>(count * elem + 64, 0xab));
+          std::vector<void*> dsts;
+          for (int d = 0; d < dsts_n; ++d) dsts.push_back(outs[d].data() + skew);
+          if (in_place) dsts[0] = srcs[0].data();
+          ReduceToMany(dsts.data(), dsts_n, ptrs.data(), n, count, dt, op, n, stream);
+          for (int d = 0; d < dsts_n; ++d) {
+            ASSERT_EQ(std::memcmp(dsts[d], want.data(), count * elem), 0)
+                << DataTypeName(dt) << " " << ReduceOpName(op) << " n=" << n << " count=" << count << " dst " << d
+                << (stream ? " streamed" : "") << (skew ? " misaligned" : "") << (in_place ? " in place" : "");
+            if (!(in_place && d == 0)) {
+              ASSERT_EQ(outs[d][skew + count * elem], 0xab) << "wrote past the end";
+            }
+          }
+        }
       }
     }
   }

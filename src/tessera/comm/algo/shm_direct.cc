@@ -45,6 +45,11 @@ Status ShmDirectAllReduce(const CollectiveArgs& a, AlgoEnv& env) {
     }
     return Status::Ok();
   }
+  if (shm.zero_copy()) {
+    bool taken = false;
+    TESSERA_RETURN_IF_ERROR(ShmZeroCopy(a, env, &taken));
+    if (taken) return Status::Ok();
+  }
   for (size_t off = 0; off < a.count; off += chunk) {
     const size_t cnt = std::min(chunk, a.count - off);
     const int p = shm.NextParity();
@@ -61,6 +66,11 @@ Status ShmDirectAllReduce(const CollectiveArgs& a, AlgoEnv& env) {
 Status ShmTwoPhaseAllReduce(const CollectiveArgs& a, AlgoEnv& env) {
   transport::shm::Context& shm = *env.shm;
   if (a.count == 0) return Status::Ok();
+  if (shm.zero_copy()) {
+    bool taken = false;
+    TESSERA_RETURN_IF_ERROR(ShmZeroCopy(a, env, &taken));
+    if (taken) return Status::Ok();
+  }
   const int n = env.size;
   const int me = env.rank;
   const size_t elem = a.ElementSize();
@@ -118,12 +128,17 @@ Status ShmDirectBroadcast(const CollectiveArgs& a, AlgoEnv& env) {
   const bool root = env.rank == a.root;
   const auto* src = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
-  if (root) CopyBytes(recv, src, bytes);
   if (bytes == 0) return Status::Ok();
+  if (root) CopyBytes(recv, src, bytes);
   if (bytes <= shm.ll_capacity()) {
     TESSERA_RETURN_IF_ERROR(shm.LlStep(root ? src : nullptr, root ? bytes : 0, *env.ctx));
     if (!root) std::memcpy(recv, shm.LlData(a.root), bytes);
     return Status::Ok();
+  }
+  if (shm.zero_copy()) {
+    bool taken = false;
+    TESSERA_RETURN_IF_ERROR(ShmZeroCopy(a, env, &taken));
+    if (taken) return Status::Ok();
   }
   if (shm.single_copy()) {  // pull the root's buffer directly (see shm_direct_data.cc)
     const uint64_t word = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(root ? src : nullptr));

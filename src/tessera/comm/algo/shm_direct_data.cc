@@ -81,6 +81,11 @@ Status ShmDirectAllGather(const CollectiveArgs& a, AlgoEnv& env) {
     }
     return Status::Ok();
   }
+  if (shm.zero_copy()) {
+    bool taken = false;
+    TESSERA_RETURN_IF_ERROR(ShmZeroCopy(a, env, &taken));
+    if (taken) return Status::Ok();
+  }
   if (SingleCopy(shm, 1)) {
     const uint64_t word = Word(send);
     TESSERA_RETURN_IF_ERROR(shm.LlStep(&word, sizeof(word), *env.ctx));
@@ -125,6 +130,11 @@ Status ShmDirectReduceScatter(const CollectiveArgs& a, AlgoEnv& env) {
     ReduceMany(recv, srcs.data(), n, a.count, a.dtype, a.op, n);
     return Status::Ok();
   }
+  if (shm.zero_copy()) {
+    bool taken = false;
+    TESSERA_RETURN_IF_ERROR(ShmZeroCopy(a, env, &taken));
+    if (taken) return Status::Ok();
+  }
   const size_t sub = SubWindow(shm.window_bytes(), n);
   const size_t chunk = sub / elem;
   const size_t chunks = (a.count + chunk - 1) / chunk;
@@ -162,6 +172,11 @@ Status ShmDirectAllToAll(const CollectiveArgs& a, AlgoEnv& env) {
 
   // The path must not depend on anything rank-local (all ranks take it).
   const bool fits_ll = !v && n * a.count * elem <= shm.ll_capacity();
+  if (!fits_ll && shm.zero_copy()) {
+    bool taken = false;
+    TESSERA_RETURN_IF_ERROR(ShmZeroCopy(a, env, &taken));
+    if (taken) return Status::Ok();
+  }
   if (!fits_ll && SingleCopy(shm, 1 + 2 * static_cast<size_t>(n))) {
     size_t send_total = 0, recv_total = 0;
     for (int d = 0; d < n; ++d) {

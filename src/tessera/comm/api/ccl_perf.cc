@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <new>
 
 #include <fmt/format.h>
@@ -20,22 +21,40 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Buffers allocated once, huge-page advised, touched once.
+// Buffers allocated once and touched once: private (huge-page advised)
+// or, for -R 1, shared (AllocShared: peers map them, zero copy).
 class PerfBuffer {
  public:
-  explicit PerfBuffer(size_t bytes) : bytes_(std::max<size_t>(bytes, 4096)) {
-    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    madvise(p, bytes_, MADV_HUGEPAGE);
-    std::memset(p, 0, bytes_);
-    data_ = static_cast<uint8_t*>(p);
+  static StatusOr<std::unique_ptr<PerfBuffer>> Create(size_t bytes, bool shared) {
+    std::unique_ptr<PerfBuffer> b(new PerfBuffer());
+    b->bytes_ = std::max<size_t>(bytes, 4096);
+    b->shared_ = shared;
+    if (shared) {
+      TESSERA_ASSIGN_OR_RETURN(void* p, AllocShared(b->bytes_));
+      b->data_ = static_cast<uint8_t*>(p);
+      return b;
+    }
+    void* p = mmap(nullptr, b->bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return ResourceExhausted("ccl-perf: cannot map {} bytes", b->bytes_);
+    madvise(p, b->bytes_, MADV_HUGEPAGE);
+    std::memset(p, 0, b->bytes_);
+    b->data_ = static_cast<uint8_t*>(p);
+    return b;
   }
-  ~PerfBuffer() { munmap(data_, bytes_); }
+  ~PerfBuffer() {
+    if (shared_) {
+      (void)FreeShared(data_);
+    } else {
+      munmap(data_, bytes_);
+    }
+  }
   uint8_t* data() const { return data_; }
 
  private:
-  size_t bytes_;
-  uint8_t* data_;
+  PerfBuffer() = default;
+  size_t bytes_ = 0;
+  bool shared_ = false;
+  uint8_t* data_ = nullptr;
 };
 
 double Input(int rank, size_t i, DataType dt, ReduceOp op) {
@@ -287,8 +306,9 @@ StatusOr<PerfResult> RunPerf(Communicator& comm, const PerfOptions& o, std::FILE
   const int me = comm.rank();
   const bool print = me == 0 && out != nullptr;
   const size_t elem = DataTypeSize(o.dtype);
-  PerfBuffer send(o.max_bytes + 64), recv(o.max_bytes + 64);
-  Runner runner(comm, o, send.data(), recv.data());
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<PerfBuffer> send, PerfBuffer::Create(o.max_bytes + 64, o.shared_buffers));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<PerfBuffer> recv, PerfBuffer::Create(o.max_bytes + 64, o.shared_buffers));
+  Runner runner(comm, o, send->data(), recv->data());
 
   // Who is where (rank 0 prints it).
   char host[64] = {};
@@ -314,8 +334,9 @@ StatusOr<PerfResult> RunPerf(Communicator& comm, const PerfOptions& o, std::FILE
                    std::string(transport::TransportKindName(comm.transport_kind())).c_str());
     }
     CollectiveArgs probe = runner.Args(ShapeFor(o.op, o.max_bytes, elem, n), false);
-    std::fprintf(out, "# Tessera %s over %d rank(s), %s; at %zu bytes: %s\n", std::string(PerfOpName(o.op)).c_str(), n,
-                 o.blocking ? "blocking calls" : "asynchronous calls", o.max_bytes,
+    std::fprintf(out, "# Tessera %s over %d rank(s), %s, %s buffers; at %zu bytes: %s\n",
+                 std::string(PerfOpName(o.op)).c_str(), n, o.blocking ? "blocking calls" : "asynchronous calls",
+                 o.shared_buffers ? "shared (AllocShared, zero copy)" : "private", o.max_bytes,
                  comm.ExplainChoice(probe).c_str());
     std::fprintf(out,
                  "#\n#                                                              out-of-place                       "
@@ -373,7 +394,10 @@ StatusOr<PerfResult> RunPerf(Communicator& comm, const PerfOptions& o, std::FILE
   if (print) {
     std::fprintf(out, "# Out of bounds values : %lld %s\n", static_cast<long long>(result.wrong),
                  result.wrong == 0 ? "OK" : "FAILED");
-    std::fprintf(out, "# Avg bus bandwidth    : %g \n#\n", result.avg_busbw);
+    std::fprintf(out, "# Avg bus bandwidth    : %g \n", result.avg_busbw);
+    std::fprintf(out, "# Zero-copy operations : %llu (zero copy %s)\n#\n",
+                 static_cast<unsigned long long>(comm.zero_copy_ops()),
+                 comm.zero_copy() ? "available" : "unavailable");
     std::fflush(out);
   }
   return result;

@@ -11,7 +11,9 @@
 // all_to_all (n-1)/n; broadcast, reduce, sendrecv 1. Times are the mean over
 // ranks (nccl-tests' default -a 1; -a 0 rank 0, 2 min, 3 max) of each rank's
 // mean per iteration. Buffers are allocated once (huge-page advised,
-// touched once) for the largest size and reused. Every rank calls RunPerf;
+// touched once) for the largest size and reused; with -R 1 (nccl-tests'
+// buffer registration flag) they come from AllocShared, so the shm
+// transport's zero-copy paths run. Every rank calls RunPerf;
 // rank 0 prints. Not thread-safe per communicator.
 #pragma once
 
@@ -47,6 +49,7 @@ struct PerfOptions {
   bool check = true;    // -c
   bool blocking = true;   // -z: blocking calls (default) or queued async ones
   int average = 1;      // -a: 0 rank 0, 1 mean, 2 min, 3 max over ranks
+  bool shared_buffers = false;  // -R: buffers from AllocShared (zero copy)
 };
 
 struct PerfRow {

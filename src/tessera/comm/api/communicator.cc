@@ -17,6 +17,9 @@
 #include "tessera/comm/transport/tcp/context.h"
 
 namespace tessera::comm {
+
+StatusOr<void*> AllocShared(size_t bytes) { return transport::shm::AllocShared(bytes); }
+Status FreeShared(void* ptr) { return transport::shm::FreeShared(ptr); }
 namespace {
 
 base::Knob<int64_t> kTimeoutKnob("TESSERA_COMM_TIMEOUT_MS", 300000,
@@ -212,6 +215,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::shared_ptr<Sto
     so.p2p_bytes = options.shm_p2p_bytes;
     so.ll_bytes = options.shm_ll_bytes;
     so.single_copy = options.shm_single_copy;
+    so.zero_copy = options.shm_zero_copy;
     so.host = mine.hostname;
     so.host_key = mine.host_key;
     auto ctx = transport::shm::Context::Create(*impl->store, rank, size, so, impl->timeout);
@@ -344,6 +348,9 @@ std::string Communicator::ExplainChoice(const CollectiveArgs& args) const {
   const algo::Choice c = impl_->selector->Choose(args);
   return fmt::format("{} ({})", algo::AlgorithmName(c.algo), c.reason);
 }
+
+bool Communicator::zero_copy() const { return impl_->shm != nullptr && impl_->shm->zero_copy(); }
+uint64_t Communicator::zero_copy_ops() const { return impl_->shm != nullptr ? impl_->shm->zero_copy_ops() : 0; }
 
 std::string Communicator::Describe() const {
   std::string out = fmt::format("communicator '{}': rank {} of {}\n", impl_->options.name, impl_->rank, impl_->size);

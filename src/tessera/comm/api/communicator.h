@@ -35,6 +35,12 @@
 //   - Abort() stops everything promptly (the running operation within
 //     ~20 ms, queued ones at once, peers too) and may be called from any
 //     thread, e.g. a watchdog.
+//   - Zero copy: buffers from AllocShared (below) can be mapped by the
+//     other ranks of the host; when every rank's buffers of a large
+//     all-reduce, reduce, reduce-scatter, all-gather, broadcast or
+//     all-to-all(v) come from it, ranks read and write each other's buffers
+//     directly (one pass over memory, no staging). Plain memory works the
+//     same, through copies. Like NCCL's ncclMemAlloc + registration.
 //   - Algorithms are chosen per call by an alpha-beta cost model measured
 //     on this machine at first use (algo/selector.h); TESSERA_ALGO forces
 //     one; TESSERA_DEBUG=INFO logs each choice and why.
@@ -66,6 +72,7 @@ struct CommOptions {
   size_t shm_p2p_bytes = 0;     // 0 = TESSERA_SHM_P2P_KB
   size_t shm_ll_bytes = 0;      // 0 = TESSERA_SHM_LL_KB
   int shm_single_copy = -1;     // -1 = TESSERA_SHM_SINGLE_COPY, 0 off, 1 on (when allowed)
+  int shm_zero_copy = -1;       // -1 = TESSERA_SHM_ZERO_COPY, 0 off, 1 on (when allowed)
   int tcp_streams = 0;          // sockets per peer; 0 = TESSERA_TCP_STREAMS
   bool tcp_checksum = false;    // checksum every tcp frame (also TESSERA_TCP_CHECKSUM=1)
   std::string algo;             // like TESSERA_ALGO, for this communicator only (tests)
@@ -74,6 +81,14 @@ struct CommOptions {
   // overrides the detected host identity.
   std::string host_override;
 };
+
+// Memory for zero-copy collectives (see above): `bytes` rounded up to
+// pages, zeroed, backed by a memfd that same-host peers map on first use.
+// Fails with ResourceExhausted naming the size. FreeShared(nullptr) is a
+// no-op; any pointer not from AllocShared is an InvalidArgument. Do not
+// free a buffer while an operation on it is pending.
+StatusOr<void*> AllocShared(size_t bytes);
+Status FreeShared(void* ptr);
 
 class Communicator {
  public:
@@ -148,6 +163,10 @@ class Communicator {
   Status health() const;
   // The algorithm the selector picks for `args` on this communicator, and why.
   std::string ExplainChoice(const CollectiveArgs& args) const;
+  // Whether this communicator can run zero copy (shm transport, every rank
+  // can map every other's AllocShared memory), and how many operations did.
+  bool zero_copy() const;
+  uint64_t zero_copy_ops() const;
 
   struct Impl;
 

@@ -39,6 +39,9 @@ base::Knob<int64_t> kLlKbKnob("TESSERA_SHM_LL_KB", 64,
 base::Knob<bool> kSingleCopyKnob("TESSERA_SHM_SINGLE_COPY", true,
                                   "shm transport: let large data-movement collectives read peers' buffers directly "
                                   "(memcpy between threads, process_vm_readv between processes) when allowed");
+base::Knob<bool> kZeroCopyKnob("TESSERA_SHM_ZERO_COPY", true,
+                                "shm transport: let collectives on buffers from AllocShared map peers' buffers and "
+                                "read/write them directly (no staging copy) when allowed");
 base::Knob<int64_t> kP2pKbKnob("TESSERA_SHM_P2P_KB", 2048,
                                "shm transport: bytes (KiB) of a rank's outgoing point-to-point slot rings (all "
                                "peers together)");
@@ -233,8 +236,27 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
     return st.WithContext(fmt::format("rank {} of {} setting up the shm transport", rank, size));
   };
 
-  const std::string desc = fmt::format("{}\n{}\n{}\n{}\n{}", mine.name, segment_bytes, options.host_key,
-                                       options.host, getpid());
+  // Zero-copy probe: a small shared allocation every peer must be able to
+  // map (freed once all ranks agreed, below).
+  void* probe = nullptr;
+  if (options.zero_copy < 0 ? kZeroCopyKnob.Get() : options.zero_copy != 0) {
+    StatusOr<void*> p = AllocShared(kPage);
+    if (p.ok()) {
+      probe = *p;
+      *static_cast<uint64_t*>(probe) = kMagic;
+    }
+  }
+  struct ProbeGuard {
+    void* p;
+    ~ProbeGuard() { (void)FreeShared(p); }
+  } probe_guard{probe};
+  SharedRef probe_ref;
+  if (probe != nullptr) FindShared(probe, kPage, &probe_ref);
+  std::vector<SharedRef> probe_refs(size);
+  probe_refs[rank] = probe_ref;
+  const std::string desc = fmt::format("{}\n{}\n{}\n{}\n{}\n{} {} {} {}", mine.name, segment_bytes, options.host_key,
+                                       options.host, getpid(), probe_ref.id, probe_ref.fd, probe_ref.bytes,
+                                       probe_ref.addr);
   Status st = store.SetString(fmt::format("shm/{}", rank), desc);
   if (!st.ok()) return fail(st);
   const auto deadline = Clock::now() + timeout;
@@ -253,7 +275,11 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
                       timeout.count(), store.Address())));
     }
     std::vector<std::string> f = SplitLines(*peer);
-    if (f.size() < 5) return fail(DataLoss("malformed shm descriptor of rank {}: '{}'", r, *peer));
+    if (f.size() < 6 ||
+        std::sscanf(f[5].c_str(), "%lu %lu %lu %lu", &probe_refs[r].id, &probe_refs[r].fd, &probe_refs[r].bytes,
+                    &probe_refs[r].addr) != 4) {
+      return fail(DataLoss("malformed shm descriptor of rank {}: '{}'", r, *peer));
+    }
     if (f[2] != options.host_key) {
       return fail(FailedPrecondition("rank {} is on host '{}', not on this host '{}': the shm transport needs "
                                      "every rank on one host",
@@ -299,7 +325,8 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
   if (!st.ok()) return fail(st);
   shm_unlink(mine.name.c_str());
   // Single copy: probe reading every peer's segment magic through its own
-  // address space, then agree (every rank must be able to read every other).
+  // address space; zero copy: probe mapping every peer's shared probe
+  // allocation. Then agree (every rank must be able to reach every other).
   bool can_read = options.single_copy < 0 ? kSingleCopyKnob.Get() : options.single_copy != 0;
   for (int r = 0; r < size && can_read; ++r) {
     if (r == rank || ctx->pids_[r] == getpid()) continue;
@@ -308,18 +335,31 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
     iovec remote{reinterpret_cast<void*>(ctx->headers_[r]->self_base), sizeof(magic)};
     can_read = process_vm_readv(ctx->pids_[r], &local, 1, &remote, 1, 0) == sizeof(magic) && magic == kMagic;
   }
-  st = store.SetString(fmt::format("shm/single_copy/{}", rank), can_read ? "1" : "0");
+  bool can_map = probe != nullptr;
+  for (int r = 0; r < size; ++r) can_map = can_map && probe_refs[r].id != 0;
+  for (int r = 0; r < size && can_map; ++r) {
+    if (r == rank || ctx->pids_[r] == getpid()) continue;
+    StatusOr<uint8_t*> p = ctx->MapPeerAllocation(r, probe_refs[r]);
+    can_map = p.ok() && *reinterpret_cast<const uint64_t*>(*p) == kMagic;
+    if (!p.ok()) TLOG(DEBUG, "shm transport: zero copy off: {}", p.status().ToString());
+  }
+  st = store.SetString(fmt::format("shm/single_copy/{}", rank),
+                       fmt::format("{}{}", can_read ? '1' : '0', can_map ? '1' : '0'));
   if (!st.ok()) return fail(st);
-  bool all_can = true;
+  bool all_can = true, all_map = true;
   for (int r = 0; r < size; ++r) {
     left = std::chrono::duration_cast<Timeout>(deadline - Clock::now());
     StatusOr<std::string> v = store.GetString(fmt::format("shm/single_copy/{}", r), std::max(left, Timeout(1)));
     if (!v.ok()) return v.status();
-    all_can = all_can && *v == "1";
+    all_can = all_can && v->size() == 2 && (*v)[0] == '1';
+    all_map = all_map && v->size() == 2 && (*v)[1] == '1';
   }
   ctx->single_copy_ = all_can;
-  TLOG(DEBUG, "shm transport: rank {}/{} segment {} bytes (window 2 x {}, {} slots x {} per peer, single copy {})",
-       rank, size, segment_bytes, window, slots, payload, ctx->single_copy_ ? "on" : "off");
+  ctx->zero_copy_ = all_map;
+  TLOG(DEBUG, "shm transport: rank {}/{} segment {} bytes (window 2 x {}, {} slots x {} per peer, single copy {}, "
+       "zero copy {})",
+       rank, size, segment_bytes, window, slots, payload, ctx->single_copy_ ? "on" : "off",
+       ctx->zero_copy_ ? "on" : "off");
   return ctx;
 }
 
@@ -330,6 +370,67 @@ Context::~Context() {
       munmap(bases_[r], bytes);
     }
   }
+  for (const PeerMapping& m : peer_mappings_) munmap(m.base, m.bytes);
+}
+
+StatusOr<uint8_t*> Context::MapPeerAllocation(int peer, const SharedRef& ref) {
+  if (ref.id == 0) return FailedPrecondition("{} published no shared allocation", PeerDescription(peer));
+  const std::string path = fmt::format("/proc/{}/fd/{}", pids_[peer], ref.fd);
+  // The fd must still be the memfd of allocation `id` (names are unique).
+  char link[512];
+  const ssize_t len = readlink(path.c_str(), link, sizeof(link) - 1);
+  const std::string want = "/memfd:" + SharedName(ref.id);
+  const std::string got = len > 0 ? std::string(link, static_cast<size_t>(len)) : std::string();
+  if (got != want && got != want + " (deleted)") {
+    return FailedPrecondition("{}'s shared buffer {} is not reachable at {} ({})", PeerDescription(peer), ref.id, path,
+                              len < 0 ? std::strerror(errno) : "found '" + got + "'");
+  }
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return FailedPrecondition("opening {} failed: {}", path, std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != ref.bytes) {
+    close(fd);
+    return DataLoss("{}'s shared buffer {} has {} bytes, published {}", PeerDescription(peer), ref.id,
+                    static_cast<long long>(st.st_size), ref.bytes);
+  }
+  void* p = mmap(nullptr, ref.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    return ResourceExhausted("mapping {}'s shared buffer {} ({} bytes) failed: {}", PeerDescription(peer), ref.id,
+                             ref.bytes, std::strerror(errno));
+  }
+  // Evict mappings this one supersedes (the peer freed the allocation that
+  // held this fd) and, beyond the cache size, the least recently used.
+  const size_t cap = std::max<size_t>(64, 4 * static_cast<size_t>(size_));
+  auto drop = [&](size_t i) {
+    munmap(peer_mappings_[i].base, peer_mappings_[i].bytes);
+    peer_mappings_.erase(peer_mappings_.begin() + static_cast<ptrdiff_t>(i));
+  };
+  for (size_t i = peer_mappings_.size(); i-- > 0;) {
+    if (peer_mappings_[i].peer == peer && peer_mappings_[i].fd == ref.fd) drop(i);
+  }
+  while (peer_mappings_.size() >= cap) {
+    size_t lru = 0;
+    for (size_t i = 1; i < peer_mappings_.size(); ++i) {
+      if (peer_mappings_[i].last_use < peer_mappings_[lru].last_use) lru = i;
+    }
+    drop(lru);
+  }
+  peer_mappings_.push_back(PeerMapping{peer, ref.id, ref.fd, static_cast<uint8_t*>(p), ref.bytes, ++map_clock_});
+  return static_cast<uint8_t*>(p);
+}
+
+StatusOr<uint8_t*> Context::MapShared(int peer, const SharedRef& ref, const OpContext& ctx) {
+  if (pids_[peer] == getpid()) return reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(ref.addr));
+  for (PeerMapping& m : peer_mappings_) {
+    if (m.peer == peer && m.id == ref.id) {
+      m.last_use = ++map_clock_;
+      return m.base + ref.offset;
+    }
+  }
+  StatusOr<uint8_t*> base = MapPeerAllocation(peer, ref);
+  if (!base.ok()) return base.status().WithContext(ctx.Name());
+  return *base + ref.offset;
 }
 
 Status Context::ReadPeer(int peer, void* dst, const void* remote, size_t bytes, const OpContext& ctx) const {

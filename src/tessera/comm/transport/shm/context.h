@@ -16,6 +16,12 @@
 // turns it off), large data-movement collectives pull peers' user buffers
 // straight into their own (ReadPeer): one copy per byte instead of staging
 // through the windows.
+// Zero copy: buffers from AllocShared (shared_memory.h) can be mapped by
+// every rank (threads: the same address; processes: /proc/<pid>/fd of the
+// owner's memfd, probed at creation and agreed by all ranks;
+// TESSERA_SHM_ZERO_COPY=0 turns it off). MapShared maps a peer's buffer
+// once and caches the mapping, so collectives on such buffers read and
+// write peers' memory directly (algo/shm_zero_copy.cc).
 // Segment names travel through the Store ("shm/<rank>"); once every rank
 // mapped every segment (a store barrier), each rank unlinks its name, so
 // nothing is left in /dev/shm even if the job is killed later.
@@ -46,6 +52,7 @@
 #include "tessera/base/status.h"
 #include "tessera/comm/store.h"
 #include "tessera/comm/transport/shm/pair.h"
+#include "tessera/comm/transport/shm/shared_memory.h"
 #include "tessera/comm/transport/shm/waiter.h"
 #include "tessera/comm/transport/transport.h"
 
@@ -57,6 +64,7 @@ struct Options {
   int p2p_slots = 4;              // slots per directed channel
   size_t ll_bytes = 0;            // per low-latency slot; 0 = TESSERA_SHM_LL_KB
   int single_copy = -1;           // -1 = TESSERA_SHM_SINGLE_COPY, 0 off, 1 on (when allowed)
+  int zero_copy = -1;             // -1 = TESSERA_SHM_ZERO_COPY, 0 off, 1 on (when allowed)
   std::string host;               // this rank's host name for messages
   std::string host_key;           // same-host identity (hostname + boot id)
 };
@@ -106,6 +114,16 @@ class Context final : public Transport {
   bool SameProcess(int peer) const { return pids_[peer] == pids_[rank_]; }
   Status ReadPeer(int peer, void* dst, const void* remote, size_t bytes, const OpContext& ctx) const;
 
+  // Zero copy (see above): true when every rank can map every other's
+  // shared buffers. MapShared returns where `ref` (published by `peer`)
+  // lies in this address space, mapping its allocation on first use; fails
+  // naming the op and peer if it cannot (the caller aborts the op).
+  bool zero_copy() const { return zero_copy_; }
+  StatusOr<uint8_t*> MapShared(int peer, const SharedRef& ref, const OpContext& ctx);
+  // Operations that ran zero copy (counted by algo/shm_zero_copy.cc; any thread may read).
+  void CountZeroCopyOp() { zero_copy_ops_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t zero_copy_ops() const { return zero_copy_ops_.load(std::memory_order_relaxed); }
+
   const SpinPolicy& spin_policy() const { return policy_; }
   size_t segment_bytes() const { return segment_bytes_; }
 
@@ -114,6 +132,20 @@ class Context final : public Transport {
   Status CheckHealth(const OpContext& ctx, const std::vector<int>& waiting_for, const std::string& what,
                      int64_t* next_liveness_ns) const;
   bool PeerDead(int peer, std::string* why) const;
+  StatusOr<uint8_t*> MapPeerAllocation(int peer, const SharedRef& ref);
+
+  // Peers' shared allocations mapped here (least recently used evicted
+  // beyond max(64, 4 x size) entries).
+  struct PeerMapping {
+    int peer = -1;
+    uint64_t id = 0;
+    uint64_t fd = 0;
+    uint8_t* base = nullptr;
+    size_t bytes = 0;
+    uint64_t last_use = 0;
+  };
+  std::vector<PeerMapping> peer_mappings_;
+  uint64_t map_clock_ = 0;
 
   int rank_ = 0;
   int size_ = 1;
@@ -133,6 +165,8 @@ class Context final : public Transport {
   std::vector<bool> same_pidns_;
   uint32_t step_ = 0;
   bool single_copy_ = false;
+  bool zero_copy_ = false;
+  std::atomic<uint64_t> zero_copy_ops_{0};
 };
 
 }  // namespace tessera::comm::transport::shm
