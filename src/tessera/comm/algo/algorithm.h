@@ -82,12 +82,41 @@ Status ShmDirectAllToAll(const CollectiveArgs& a, AlgoEnv& env);  // also kAllTo
 Status ShmDirectGather(const CollectiveArgs& a, AlgoEnv& env);
 Status ShmDirectScatter(const CollectiveArgs& a, AlgoEnv& env);
 Status ShmDirectBarrier(const CollectiveArgs& a, AlgoEnv& env);
-// Zero copy (shm_zero_copy.cc): runs all-reduce, reduce, reduce-scatter,
-// all-gather, broadcast and all-to-all(v) in place of the shm algorithms
-// above when every rank's buffers are shared (AllocShared); sets *taken.
-// Every rank must call it at the same point of the same op. Costs one LL
-// step when not taken.
-Status ShmZeroCopy(const CollectiveArgs& a, AlgoEnv& env, bool* taken);
+// What every rank published in the first step of a direct op (below): its
+// buffers' addresses and, for all-to-all(v), where each destination's block
+// lies in its send buffer.
+class PeerBuffers {
+ public:
+  uint64_t send_addr(int rank) const;
+  uint64_t recv_addr(int rank) const;
+  uint64_t block_offset(int rank, int dest) const;  // bytes into rank's send buffer
+  uint64_t block_bytes(int rank, int dest) const;
+
+ private:
+  friend Status ShmZeroCopy(const CollectiveArgs&, AlgoEnv&, bool*, PeerBuffers*);
+  std::vector<uint64_t> words_;
+  size_t stride_ = 0;
+};
+// Zero copy (shm_zero_copy.cc): one LL step publishes every rank's buffers;
+// when every rank's buffers are shared (AllocShared) it runs all-reduce,
+// reduce, reduce-scatter, all-gather, broadcast or all-to-all(v) reading and
+// writing peers' buffers directly and sets *taken. Otherwise, with `peers`,
+// it returns what everyone published (for a single-copy path, which must
+// end with a closing LL step), and without, it was just a barrier. Every
+// rank must call it at the same point of the same op with the same
+// `peers`-ness; PublishWords(a, n) * 8 must fit the LL slot.
+size_t PublishWords(const CollectiveArgs& a, int n);
+Status ShmZeroCopy(const CollectiveArgs& a, AlgoEnv& env, bool* taken, PeerBuffers* peers = nullptr);
+// Single-copy all-reduce / reduce between processes with private buffers
+// (shm_single_copy_reduce.cc): after ShmZeroCopy published the buffers,
+// rank r pulls slice r of the peers' inputs (process_vm_readv, in
+// cache-sized pieces), reduces it and pushes the result into every output
+// (process_vm_writev); then the closing LL step.
+Status ShmSingleCopyReduce(const CollectiveArgs& a, AlgoEnv& env, const PeerBuffers& peers);
+// Large all-reduce / reduce on the shm transport, shared by the window
+// algorithms: zero copy, else single copy, when the message is at least
+// shm::Context::direct_reduce_bytes(); sets *done when one of them ran.
+Status ShmDirectReduce(const CollectiveArgs& a, AlgoEnv& env, bool* done);
 
 Status RingAllReduce(const CollectiveArgs& a, AlgoEnv& env);
 Status RingAllGather(const CollectiveArgs& a, AlgoEnv& env);

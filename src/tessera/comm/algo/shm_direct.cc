@@ -45,10 +45,10 @@ Status ShmDirectAllReduce(const CollectiveArgs& a, AlgoEnv& env) {
     }
     return Status::Ok();
   }
-  if (shm.zero_copy()) {
-    bool taken = false;
-    TESSERA_RETURN_IF_ERROR(ShmZeroCopy(a, env, &taken));
-    if (taken) return Status::Ok();
+  {
+    bool done = false;
+    TESSERA_RETURN_IF_ERROR(ShmDirectReduce(a, env, &done));
+    if (done) return Status::Ok();
   }
   for (size_t off = 0; off < a.count; off += chunk) {
     const size_t cnt = std::min(chunk, a.count - off);
@@ -66,10 +66,10 @@ Status ShmDirectAllReduce(const CollectiveArgs& a, AlgoEnv& env) {
 Status ShmTwoPhaseAllReduce(const CollectiveArgs& a, AlgoEnv& env) {
   transport::shm::Context& shm = *env.shm;
   if (a.count == 0) return Status::Ok();
-  if (shm.zero_copy()) {
-    bool taken = false;
-    TESSERA_RETURN_IF_ERROR(ShmZeroCopy(a, env, &taken));
-    if (taken) return Status::Ok();
+  {
+    bool done = false;
+    TESSERA_RETURN_IF_ERROR(ShmDirectReduce(a, env, &done));
+    if (done) return Status::Ok();
   }
   const int n = env.size;
   const int me = env.rank;
@@ -135,20 +135,20 @@ Status ShmDirectBroadcast(const CollectiveArgs& a, AlgoEnv& env) {
     if (!root) std::memcpy(recv, shm.LlData(a.root), bytes);
     return Status::Ok();
   }
-  if (shm.zero_copy()) {
+  const bool single = shm.single_copy() && PublishWords(a, env.size) * sizeof(uint64_t) <= shm.ll_capacity();
+  if (single || shm.zero_copy()) {  // zero copy, else pull the root's buffer directly (single copy)
+    PeerBuffers peers;
     bool taken = false;
-    TESSERA_RETURN_IF_ERROR(ShmZeroCopy(a, env, &taken));
+    TESSERA_RETURN_IF_ERROR(ShmZeroCopy(a, env, &taken, single ? &peers : nullptr));
     if (taken) return Status::Ok();
-  }
-  if (shm.single_copy()) {  // pull the root's buffer directly (see shm_direct_data.cc)
-    const uint64_t word = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(root ? src : nullptr));
-    TESSERA_RETURN_IF_ERROR(shm.LlStep(&word, sizeof(word), *env.ctx));
-    if (!root) {
-      const uint64_t remote = *reinterpret_cast<const uint64_t*>(shm.LlData(a.root));
-      TESSERA_RETURN_IF_ERROR(
-          shm.ReadPeer(a.root, recv, reinterpret_cast<const void*>(static_cast<uintptr_t>(remote)), bytes, *env.ctx));
+    if (single) {
+      if (!root) {
+        TESSERA_RETURN_IF_ERROR(shm.ReadPeer(
+            a.root, recv, reinterpret_cast<const void*>(static_cast<uintptr_t>(peers.send_addr(a.root))), bytes,
+            *env.ctx));
+      }
+      return shm.LlStep(nullptr, 0, *env.ctx);
     }
-    return shm.LlStep(nullptr, 0, *env.ctx);
   }
   const size_t w = shm.window_bytes();
   const size_t chunks = (bytes + w - 1) / w;

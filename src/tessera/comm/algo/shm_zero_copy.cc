@@ -9,16 +9,18 @@
 //   reduce-scatter: rank r reduces block r of every input into its output;
 //   all-gather / broadcast / all-to-all(v): every rank copies what it needs
 //     straight out of the peers' inputs into its output.
-// Protocol: one LL step publishes every rank's buffer references (it is a
-// barrier: every input is ready), each rank maps and moves its part, and a
-// closing LL step keeps every buffer untouched until all ranks are done.
-// A rank whose buffers are not shared publishes that in the first step, and
-// then every rank returns not-taken and the caller runs its copying path
-// (the decision is the same on all ranks).
+// Protocol: one LL step publishes every rank's buffer references and plain
+// addresses (it is a barrier: every input is ready), each rank maps and
+// moves its part, and a closing LL step keeps every buffer untouched until
+// all ranks are done. A rank whose buffers are not shared publishes that in
+// the first step, and then every rank returns not-taken and the caller runs
+// its copying path (the decision is the same on all ranks), a single-copy
+// one using the published addresses (PeerBuffers).
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "tessera/base/check.h"
 #include "tessera/comm/algo/algorithm.h"
 #include "tessera/comm/algo/reduce_kernels.h"
 #include "tessera/comm/transport/shm/context.h"
@@ -29,8 +31,9 @@ namespace {
 using transport::shm::SharedRef;
 
 // Published words: [0] 1 if this rank's buffers qualify, then the send and
-// recv references, then (all-to-all) per destination the byte offset and
-// length of its block in the send buffer.
+// recv references (addr: the plain address, shared or not), then
+// (all-to-all) per destination the byte offset and length of its block in
+// the send buffer.
 constexpr int kSendAt = 1;
 constexpr int kRecvAt = kSendAt + SharedRef::kWords;
 constexpr int kBlocksAt = kRecvAt + SharedRef::kWords;
@@ -96,24 +99,43 @@ Plan PlanFor(const CollectiveArgs& a, int rank, int n) {
   return p;
 }
 
+bool IsAllToAll(const CollectiveArgs& a) {
+  return a.kind == CollectiveKind::kAllToAll || a.kind == CollectiveKind::kAllToAllV;
+}
+
 }  // namespace
 
-Status ShmZeroCopy(const CollectiveArgs& a, AlgoEnv& env, bool* taken) {
+uint64_t PeerBuffers::send_addr(int rank) const { return words_[rank * stride_ + kSendAt + 4]; }
+uint64_t PeerBuffers::recv_addr(int rank) const { return words_[rank * stride_ + kRecvAt + 4]; }
+uint64_t PeerBuffers::block_offset(int rank, int dest) const { return words_[rank * stride_ + kBlocksAt + 2 * dest]; }
+uint64_t PeerBuffers::block_bytes(int rank, int dest) const {
+  return words_[rank * stride_ + kBlocksAt + 2 * dest + 1];
+}
+
+size_t PublishWords(const CollectiveArgs& a, int n) {
+  return kBlocksAt + (IsAllToAll(a) ? 2 * static_cast<size_t>(n) : 0);
+}
+
+Status ShmZeroCopy(const CollectiveArgs& a, AlgoEnv& env, bool* taken, PeerBuffers* peers) {
   *taken = false;
   transport::shm::Context& shm = *env.shm;
   const int n = env.size;
   const int me = env.rank;
-  const bool all_to_all = a.kind == CollectiveKind::kAllToAll || a.kind == CollectiveKind::kAllToAllV;
-  const size_t words_needed = kBlocksAt + (all_to_all ? 2 * static_cast<size_t>(n) : 0);
-  if (!shm.zero_copy() || words_needed * sizeof(uint64_t) > shm.ll_capacity()) return Status::Ok();
+  const bool all_to_all = IsAllToAll(a);
+  const size_t words_needed = PublishWords(a, n);
+  const bool fits = words_needed * sizeof(uint64_t) <= shm.ll_capacity();
+  TESSERA_CHECK(fits || peers == nullptr, "{} words do not fit the LL slot", words_needed);
+  if (!fits || (!shm.zero_copy() && peers == nullptr)) return Status::Ok();
 
   const Plan plan = PlanFor(a, me, n);
   std::vector<uint64_t> words(words_needed, 0);
   SharedRef send_ref, recv_ref;
-  bool ok = plan.supported;
+  bool ok = shm.zero_copy() && plan.supported;
   if (ok && plan.send_bytes > 0) ok = FindShared(a.send, plan.send_bytes, &send_ref);
   if (ok && plan.recv_bytes > 0) ok = FindShared(a.recv, plan.recv_bytes, &recv_ref);
   words[0] = ok ? 1 : 0;
+  send_ref.addr = reinterpret_cast<uintptr_t>(a.send);
+  recv_ref.addr = reinterpret_cast<uintptr_t>(a.recv);
   PutRef(&words[kSendAt], send_ref);
   PutRef(&words[kRecvAt], recv_ref);
   const size_t elem = a.ElementSize();
@@ -125,13 +147,20 @@ Status ShmZeroCopy(const CollectiveArgs& a, AlgoEnv& env, bool* taken) {
     }
   }
   TESSERA_RETURN_IF_ERROR(shm.LlStep(words.data(), words.size() * sizeof(uint64_t), *env.ctx));
-  auto peer_words = [&](int j) { return reinterpret_cast<const uint64_t*>(shm.LlData(j)); };
-  for (int j = 0; j < n; ++j) {
-    if (peer_words(j)[0] != 1) return Status::Ok();  // someone's buffers are private: copying path
-  }
-  // Snapshot the references: LlData is only valid until this rank's next LL step.
+  // Snapshot: LlData is only valid until this rank's next LL step.
   std::vector<uint64_t> all(static_cast<size_t>(n) * words_needed);
-  for (int j = 0; j < n; ++j) std::memcpy(&all[j * words_needed], peer_words(j), words_needed * sizeof(uint64_t));
+  bool all_shared = true;
+  for (int j = 0; j < n; ++j) {
+    std::memcpy(&all[j * words_needed], shm.LlData(j), words_needed * sizeof(uint64_t));
+    all_shared = all_shared && all[j * words_needed] == 1;
+  }
+  if (!all_shared) {  // someone's buffers are private: a copying path
+    if (peers != nullptr) {
+      peers->words_ = std::move(all);
+      peers->stride_ = words_needed;
+    }
+    return Status::Ok();
+  }
   auto ref_of = [&](int j, int at) { return GetRef(&all[j * words_needed + at]); };
   auto map = [&](int j, int at) {
     StatusOr<uint8_t*> p = shm.MapShared(j, ref_of(j, at), *env.ctx);
@@ -143,7 +172,6 @@ Status ShmZeroCopy(const CollectiveArgs& a, AlgoEnv& env, bool* taken) {
 
   const size_t bytes = a.count * elem;
   auto* recv = static_cast<uint8_t*>(a.recv);
-  const auto* send = static_cast<const uint8_t*>(a.send);
   switch (a.kind) {
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kReduce: {
@@ -183,9 +211,7 @@ Status ShmZeroCopy(const CollectiveArgs& a, AlgoEnv& env, bool* taken) {
       break;
     }
     case CollectiveKind::kBroadcast: {
-      if (me == a.root) {
-        CopyBytes(recv, send, bytes);  // a no-op when the caller already did it (shm_direct.cc)
-      } else {
+      if (me != a.root) {  // (the root's own copy is the caller's: ShmDirectBroadcast)
         TESSERA_ASSIGN_OR_RETURN(uint8_t * in, map(a.root, kSendAt));
         CopyOut(recv, in, bytes, StreamOutput(bytes));
       }
@@ -199,10 +225,9 @@ Status ShmZeroCopy(const CollectiveArgs& a, AlgoEnv& env, bool* taken) {
       for (int j = 0; j < n; ++j) {  // sizes first: a mismatch fails before any copy
         const uint64_t their_len = all[j * words_needed + kBlocksAt + 2 * me + 1];
         if (their_len != recv_len(j)) {
-          // Every rank still meets in the closing step, so nobody waits for us.
+          // Breaks the communicator: the peers fail too.
           Status st = InvalidArgument("{}: rank {} expects {} bytes from rank {}, which sends {} bytes",
                                       env.ctx->Name(), me, recv_len(j), j, their_len);
-          TESSERA_RETURN_IF_ERROR(shm.LlStep(nullptr, 0, *env.ctx));
           return st;
         }
         recv_total += recv_len(j);

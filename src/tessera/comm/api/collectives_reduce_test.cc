@@ -67,10 +67,17 @@ TEST(CollectivesReduce, AllReduceSeveralMiB) {
   const char* algos[] = {"shm_direct", "shm_two_phase", "ring", "halving_doubling", "binomial_tree"};
   for (const char* algo : algos) {
     for (int n : {2, 3, 8}) {
-      RunRanks(n, TestOptions(algo), [&](int r, Communicator& c) {
-        AllReduceCase(c, r, n, DataType::kFloat32, ReduceOp::kSum, (1 << 20) + 3, false, algo);
-        AllReduceCase(c, r, n, DataType::kBFloat16, ReduceOp::kMax, (3 << 19) + 1, true, algo);
-      });
+      // The shm algorithms run these sizes direct (single copy) by default;
+      // direct_reduce_bytes = 0 keeps them in the windows (many chunks).
+      for (int64_t direct : {int64_t{-1}, int64_t{0}}) {
+        CommOptions o = TestOptions(algo);
+        o.shm_direct_reduce_bytes = direct;
+        const std::string tag = std::string(algo) + (direct == 0 ? " windows" : "");
+        RunRanks(n, o, [&](int r, Communicator& c) {
+          AllReduceCase(c, r, n, DataType::kFloat32, ReduceOp::kSum, (1 << 20) + 3, false, tag);
+          AllReduceCase(c, r, n, DataType::kBFloat16, ReduceOp::kMax, (3 << 19) + 1, true, tag);
+        });
+      }
     }
   }
 }

@@ -53,6 +53,14 @@ class Buffer {
   uint8_t* data_ = nullptr;
 };
 
+// TestOptions with every reduction past the low-latency slot run direct
+// (zero copy on shared buffers); by default only those of >= 256 KiB do.
+CommOptions DirectOptions(const std::string& algo) {
+  CommOptions o = TestOptions(algo);
+  o.shm_direct_reduce_bytes = 1;
+  return o;
+}
+
 // Past the 504-byte low-latency slot of TestOptions, where zero copy runs.
 const size_t kCounts[] = {601, 1031, 4099, (1 << 17) + 5};
 
@@ -198,7 +206,7 @@ int DataMovementShared(int r, int n, Communicator& c, const std::string& tag) {
 
 TEST(CollectivesZeroCopy, EveryCollectiveDtypeOpWorldSizeRunsZeroCopy) {
   for (int n : {1, 2, 3, 5, 8}) {
-    RunRanks(n, TestOptions("shm_direct"), [&](int r, Communicator& c) {
+    RunRanks(n, DirectOptions("shm_direct"), [&](int r, Communicator& c) {
       ASSERT_TRUE(c.zero_copy());
       const uint64_t before = c.zero_copy_ops();
       const int ops = ReductionsShared(r, n, c, "shm_direct", true) + DataMovementShared(r, n, c, "shm_direct");
@@ -210,7 +218,7 @@ TEST(CollectivesZeroCopy, EveryCollectiveDtypeOpWorldSizeRunsZeroCopy) {
 
 TEST(CollectivesZeroCopy, TwoPhaseAllReduceAndReduceRunZeroCopy) {
   for (int n : {2, 3, 8}) {
-    RunRanks(n, TestOptions("shm_two_phase"), [&](int r, Communicator& c) {
+    RunRanks(n, DirectOptions("shm_two_phase"), [&](int r, Communicator& c) {
       const uint64_t before = c.zero_copy_ops();
       const int ops = ReductionsShared(r, n, c, "shm_two_phase", false);
       EXPECT_EQ(c.zero_copy_ops() - before, static_cast<uint64_t>(ops)) << "n " << n << " rank " << r;
@@ -220,7 +228,7 @@ TEST(CollectivesZeroCopy, TwoPhaseAllReduceAndReduceRunZeroCopy) {
 
 TEST(CollectivesZeroCopy, OneRankWithPrivateBuffersSendsEveryoneDownTheCopyingPath) {
   const int n = 3;
-  RunRanks(n, TestOptions("shm_two_phase"), [&](int r, Communicator& c) {
+  RunRanks(n, DirectOptions("shm_two_phase"), [&](int r, Communicator& c) {
     const size_t count = 50001;
     for (int private_rank = 0; private_rank < n; ++private_rank) {
       const uint64_t before = c.zero_copy_ops();
@@ -260,7 +268,7 @@ TEST(CollectivesZeroCopy, AllocSharedAndFreeSharedReportMisuse) {
 }
 
 TEST(CollectivesZeroCopy, TurnedOffByOption) {
-  CommOptions o = TestOptions("shm_two_phase");
+  CommOptions o = DirectOptions("shm_two_phase");
   o.shm_zero_copy = 0;
   RunRanks(2, o, [&](int r, Communicator& c) {
     EXPECT_FALSE(c.zero_copy());

@@ -65,6 +65,7 @@ struct Options {
   size_t ll_bytes = 0;            // per low-latency slot; 0 = TESSERA_SHM_LL_KB
   int single_copy = -1;           // -1 = TESSERA_SHM_SINGLE_COPY, 0 off, 1 on (when allowed)
   int zero_copy = -1;             // -1 = TESSERA_SHM_ZERO_COPY, 0 off, 1 on (when allowed)
+  int64_t direct_reduce_bytes = -1;  // -1 = TESSERA_SHM_DIRECT_REDUCE_KB; 0 = never (algo/shm_single_copy_reduce.cc)
   std::string host;               // this rank's host name for messages
   std::string host_key;           // same-host identity (hostname + boot id)
 };
@@ -113,12 +114,18 @@ class Context final : public Transport {
   bool single_copy() const { return single_copy_; }
   bool SameProcess(int peer) const { return pids_[peer] == pids_[rank_]; }
   Status ReadPeer(int peer, void* dst, const void* remote, size_t bytes, const OpContext& ctx) const;
+  // The reverse: copies `bytes` from `src` to `remote` in `peer`'s address
+  // space (process_vm_writev).
+  Status WritePeer(int peer, void* remote, const void* src, size_t bytes, const OpContext& ctx) const;
 
   // Zero copy (see above): true when every rank can map every other's
   // shared buffers. MapShared returns where `ref` (published by `peer`)
   // lies in this address space, mapping its allocation on first use; fails
   // naming the op and peer if it cannot (the caller aborts the op).
   bool zero_copy() const { return zero_copy_; }
+  // All-reduce / reduce messages of at least this many bytes run direct
+  // (zero or single copy) instead of through the windows; 0 = never.
+  size_t direct_reduce_bytes() const { return direct_reduce_bytes_; }
   StatusOr<uint8_t*> MapShared(int peer, const SharedRef& ref, const OpContext& ctx);
   // Operations that ran zero copy (counted by algo/shm_zero_copy.cc; any thread may read).
   void CountZeroCopyOp() { zero_copy_ops_.fetch_add(1, std::memory_order_relaxed); }
@@ -132,7 +139,10 @@ class Context final : public Transport {
   Status CheckHealth(const OpContext& ctx, const std::vector<int>& waiting_for, const std::string& what,
                      int64_t* next_liveness_ns) const;
   bool PeerDead(int peer, std::string* why) const;
+  // Aborted (naming the rank and its reason) once any rank aborted the group.
+  Status GroupAbortStatus(const OpContext& ctx) const;
   StatusOr<uint8_t*> MapPeerAllocation(int peer, const SharedRef& ref);
+  Status CopyWithPeer(int peer, bool write, void* local, void* remote, size_t bytes, const OpContext& ctx) const;
 
   // Peers' shared allocations mapped here (least recently used evicted
   // beyond max(64, 4 x size) entries).
@@ -166,6 +176,7 @@ class Context final : public Transport {
   uint32_t step_ = 0;
   bool single_copy_ = false;
   bool zero_copy_ = false;
+  size_t direct_reduce_bytes_ = 0;
   std::atomic<uint64_t> zero_copy_ops_{0};
 };
 
