@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -117,6 +118,10 @@ Status ShmSingleCopyReduce(const CollectiveArgs& a, AlgoEnv& env, const PeerBuff
 // algorithms: zero copy, else single copy, when the message is at least
 // shm::Context::direct_reduce_bytes(); sets *done when one of them ran.
 Status ShmDirectReduce(const CollectiveArgs& a, AlgoEnv& env, bool* done);
+// How the shm algorithm `algo` moves `a`'s data beyond its windows, for
+// logs and `tessera topo` ("" when it uses the windows or the LL slot):
+// e.g. "direct: zero copy if every rank's buffers are shared, else single copy".
+std::string ShmRoute(Algorithm algo, const CollectiveArgs& a, const transport::shm::Context& shm, int n);
 
 Status RingAllReduce(const CollectiveArgs& a, AlgoEnv& env);
 Status RingAllGather(const CollectiveArgs& a, AlgoEnv& env);

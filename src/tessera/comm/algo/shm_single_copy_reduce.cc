@@ -70,19 +70,52 @@ Status ShmSingleCopyReduce(const CollectiveArgs& a, AlgoEnv& env, const PeerBuff
   return shm.LlStep(nullptr, 0, *env.ctx);
 }
 
-Status ShmDirectReduce(const CollectiveArgs& a, AlgoEnv& env, bool* done) {
-  *done = false;
-  transport::shm::Context& shm = *env.shm;
-  const size_t bytes = a.count * a.ElementSize();
-  if (shm.direct_reduce_bytes() == 0 || bytes < shm.direct_reduce_bytes()) return Status::Ok();
+namespace {
+
+bool SingleCopyReduce(const transport::shm::Context& shm, const CollectiveArgs& a, int n) {
   // Single copy pays system calls and page pinning per piece and peer; with
   // ranks crowding the cores (more than 2 per online CPU: a host-wide count,
   // the same on every rank) the windows were faster (64 MiB, 2-core VM:
   // 2 / 4 ranks 7.5 / 21.5 ms single copy vs 8.5 / 28.7 ms windows; 5, 6, 8
   // ranks 31 / 36 / 44 ms vs 21 / 30 / 37 ms).
   static const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  const bool single = shm.single_copy() && env.size <= 2 * cpus &&
-                      PublishWords(a, env.size) * sizeof(uint64_t) <= shm.ll_capacity();
+  return shm.single_copy() && n <= 2 * cpus && PublishWords(a, n) * sizeof(uint64_t) <= shm.ll_capacity();
+}
+
+}  // namespace
+
+std::string ShmRoute(Algorithm algo, const CollectiveArgs& a, const transport::shm::Context& shm, int n) {
+  if (algo != Algorithm::kShmDirect && algo != Algorithm::kShmTwoPhase) return "";
+  const size_t bytes = a.count * a.ElementSize();
+  const bool publish_fits = PublishWords(a, n) * sizeof(uint64_t) <= shm.ll_capacity();
+  const char* zero = shm.zero_copy() ? "zero copy if every rank's buffers are shared (AllocShared), else " : "";
+  switch (a.kind) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kReduce:
+      if (shm.direct_reduce_bytes() == 0 || bytes < shm.direct_reduce_bytes()) return "";
+      if (SingleCopyReduce(shm, a, n)) return std::string("direct: ") + zero + "single copy";
+      return shm.zero_copy() ? std::string("direct: ") + zero + "the windows" : "";
+    case CollectiveKind::kReduceScatter:
+      if (!shm.zero_copy() || shm.direct_reduce_bytes() == 0 || n * bytes < shm.direct_reduce_bytes()) return "";
+      return std::string("direct: ") + zero + "the windows";
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kAllToAllV:
+      if (algo != Algorithm::kShmDirect || bytes <= shm.ll_capacity()) return "";
+      if (shm.single_copy() && publish_fits) return std::string("direct: ") + zero + "single copy";
+      return shm.zero_copy() ? std::string("direct: ") + zero + "the windows" : "";
+    default:
+      return "";
+  }
+}
+
+Status ShmDirectReduce(const CollectiveArgs& a, AlgoEnv& env, bool* done) {
+  *done = false;
+  transport::shm::Context& shm = *env.shm;
+  const size_t bytes = a.count * a.ElementSize();
+  if (shm.direct_reduce_bytes() == 0 || bytes < shm.direct_reduce_bytes()) return Status::Ok();
+  const bool single = SingleCopyReduce(shm, a, env.size);
   if (!single && !shm.zero_copy()) return Status::Ok();
   PeerBuffers peers;
   TESSERA_RETURN_IF_ERROR(ShmZeroCopy(a, env, done, single ? &peers : nullptr));

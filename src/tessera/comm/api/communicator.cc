@@ -142,8 +142,10 @@ Status Communicator::Impl::Execute(const CollectiveArgs& a) {
       auto it = logged.find(key);
       if (it == logged.end() || it->second != choice.algo) {
         logged[key] = choice.algo;
-        TLOG(INFO, "{}: {} {} x {} ({} bytes) -> {}: {}", ctx.Name(), CollectiveName(a.kind), a.count,
-             DataTypeName(a.dtype), bytes, algo::AlgorithmName(choice.algo), choice.reason);
+        const std::string route = shm != nullptr ? algo::ShmRoute(choice.algo, a, *shm, size) : "";
+        TLOG(INFO, "{}: {} {} x {} ({} bytes) -> {}: {}{}", ctx.Name(), CollectiveName(a.kind), a.count,
+             DataTypeName(a.dtype), bytes, algo::AlgorithmName(choice.algo), choice.reason,
+             route.empty() ? "" : "; " + route);
       }
     }
     if (choice.algo == algo::Algorithm::kHierarchical) {
@@ -347,7 +349,8 @@ std::string Communicator::ExplainChoice(const CollectiveArgs& args) const {
     return fmt::format("point-to-point over {}", transport::TransportKindName(impl_->topology.transport));
   }
   const algo::Choice c = impl_->selector->Choose(args);
-  return fmt::format("{} ({})", algo::AlgorithmName(c.algo), c.reason);
+  const std::string route = impl_->shm ? algo::ShmRoute(c.algo, args, *impl_->shm, impl_->size) : "";
+  return fmt::format("{} ({}){}", algo::AlgorithmName(c.algo), c.reason, route.empty() ? "" : "; " + route);
 }
 
 bool Communicator::zero_copy() const { return impl_->shm != nullptr && impl_->shm->zero_copy(); }
@@ -357,9 +360,12 @@ std::string Communicator::Describe() const {
   std::string out = fmt::format("communicator '{}': rank {} of {}\n", impl_->options.name, impl_->rank, impl_->size);
   out += impl_->topology.ToString(impl_->rank);
   if (impl_->shm) {
-    out += fmt::format("shm: segment {:.1f} MiB per rank, window 2 x {} KiB, spin {} us before sleeping\n",
-                       impl_->shm->segment_bytes() / 1048576.0, impl_->shm->window_bytes() >> 10,
-                       impl_->shm->spin_policy().spin_ns / 1000);
+    out += fmt::format(
+        "shm: segment {:.1f} MiB per rank, window 2 x {} KiB, spin {} us before sleeping; single copy {}, zero copy "
+        "{}, reductions of >= {} KiB direct\n",
+        impl_->shm->segment_bytes() / 1048576.0, impl_->shm->window_bytes() >> 10,
+        impl_->shm->spin_policy().spin_ns / 1000, impl_->shm->single_copy() ? "on" : "off",
+        impl_->shm->zero_copy() ? "on (AllocShared buffers)" : "off", impl_->shm->direct_reduce_bytes() >> 10);
   }
   if (impl_->hierarchy) {
     out += fmt::format("hierarchical: local group of {} (shm), cross-host group of {} (tcp)\n",
