@@ -166,10 +166,20 @@ void ReduceSmallT(void* dst_v, const void* const* srcs_v, int num_srcs, size_t c
 }
 
 template <typename T, ReduceOp kOp>
+void ReduceToManyT(void* const* dsts_v, int num_dsts, const void* const* srcs_v, int num_srcs, size_t count,
+                   int avg_divisor, uint64_t stream_mask);
+
+template <typename T, ReduceOp kOp>
 void ReduceManyT(void* dst_v, const void* const* srcs_v, int num_srcs, size_t count, int avg_divisor,
                  bool stream_dst) {
   if (count * sizeof(T) <= 64) return ReduceSmallT<T, kOp>(dst_v, srcs_v, num_srcs, count, avg_divisor);
   using A = typename Traits<T>::Acc;
+  if constexpr (std::is_same_v<A, T>) {
+    // Types computed in their own width: one line at a time in registers
+    // (no staging through L1 blocks); its tail (< 64 bytes) comes back here.
+    void* const dsts[1] = {dst_v};
+    return ReduceToManyT<T, kOp>(dsts, 1, srcs_v, num_srcs, count, avg_divisor, stream_dst ? 1 : 0);
+  }
   alignas(64) A acc[kBlock];
   alignas(64) A tmp[kBlock];
   T* dst = static_cast<T*>(dst_v);
@@ -276,12 +286,16 @@ size_t ReduceToManyBlocks(void* const* dsts_v, int num_dsts, const bool* streame
 
 template <typename T, ReduceOp kOp>
 void ReduceToManyT(void* const* dsts_v, int num_dsts, const void* const* srcs_v, int num_srcs, size_t count,
-                   int avg_divisor, bool stream_dst) {
+                   int avg_divisor, uint64_t stream_mask) {
   using A = typename Traits<T>::Acc;
   constexpr int kMaxDsts = 64;
   TESSERA_CHECK(num_dsts >= 1 && num_dsts <= kMaxDsts, "{} destinations", num_dsts);
   bool streamed[kMaxDsts];
-  for (int d = 0; d < num_dsts; ++d) streamed[d] = stream_dst && (reinterpret_cast<uintptr_t>(dsts_v[d]) & 31) == 0;
+  bool any_streamed = false;
+  for (int d = 0; d < num_dsts; ++d) {
+    streamed[d] = ((stream_mask >> d) & 1) != 0 && (reinterpret_cast<uintptr_t>(dsts_v[d]) & 31) == 0;
+    any_streamed = any_streamed || streamed[d];
+  }
   size_t i = 0;
   if constexpr (std::is_same_v<A, T>) {
     i = ReduceToManyVectors<T, kOp>(dsts_v, num_dsts, streamed, srcs_v, num_srcs, count, avg_divisor);
@@ -296,7 +310,7 @@ void ReduceToManyT(void* const* dsts_v, int num_dsts, const void* const* srcs_v,
       std::memcpy(static_cast<T*>(dsts_v[d]) + i, static_cast<T*>(dsts_v[0]) + i, (count - i) * sizeof(T));
     }
   }
-  if (stream_dst) _mm_sfence();
+  if (any_streamed) _mm_sfence();
 }
 
 template <typename T, ReduceOp kOp>
@@ -373,22 +387,22 @@ void ReduceMany(void* dst, const void* const* srcs, int num_srcs, size_t count, 
 }
 
 void ReduceToMany(void* const* dsts, int num_dsts, const void* const* srcs, int num_srcs, size_t count,
-                  DataType dtype, ReduceOp op, int avg_divisor, bool stream_dst) {
+                  DataType dtype, ReduceOp op, int avg_divisor, uint64_t stream_mask) {
   TESSERA_CHECK(num_srcs >= 1);
   if (count == 0 || num_dsts == 0) return;
   DispatchType(dtype, [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
       case ReduceOp::kSum:
-        return ReduceToManyT<T, ReduceOp::kSum>(dsts, num_dsts, srcs, num_srcs, count, 0, stream_dst);
+        return ReduceToManyT<T, ReduceOp::kSum>(dsts, num_dsts, srcs, num_srcs, count, 0, stream_mask);
       case ReduceOp::kProd:
-        return ReduceToManyT<T, ReduceOp::kProd>(dsts, num_dsts, srcs, num_srcs, count, 0, stream_dst);
+        return ReduceToManyT<T, ReduceOp::kProd>(dsts, num_dsts, srcs, num_srcs, count, 0, stream_mask);
       case ReduceOp::kMin:
-        return ReduceToManyT<T, ReduceOp::kMin>(dsts, num_dsts, srcs, num_srcs, count, 0, stream_dst);
+        return ReduceToManyT<T, ReduceOp::kMin>(dsts, num_dsts, srcs, num_srcs, count, 0, stream_mask);
       case ReduceOp::kMax:
-        return ReduceToManyT<T, ReduceOp::kMax>(dsts, num_dsts, srcs, num_srcs, count, 0, stream_dst);
+        return ReduceToManyT<T, ReduceOp::kMax>(dsts, num_dsts, srcs, num_srcs, count, 0, stream_mask);
       case ReduceOp::kAvg:
-        return ReduceToManyT<T, ReduceOp::kAvg>(dsts, num_dsts, srcs, num_srcs, count, avg_divisor, stream_dst);
+        return ReduceToManyT<T, ReduceOp::kAvg>(dsts, num_dsts, srcs, num_srcs, count, avg_divisor, stream_mask);
     }
   });
 }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "tessera/comm/api/types.h"
 
@@ -31,11 +32,13 @@ void ReduceMany(void* dst, const void* const* srcs, int num_srcs, size_t count, 
 // dsts[d][i] = srcs[0][i] op ... op srcs[n-1][i] for every d < num_dsts:
 // one pass that reads each source once and writes every destination (the
 // zero-copy all-reduce writes a rank's slice straight into every rank's
-// output). Same semantics and rounding as ReduceMany. With stream_dst,
-// destinations that are 32-byte aligned get non-temporal stores. No
+// output). Same semantics and rounding as ReduceMany. Destination d gets
+// non-temporal stores when bit d of stream_mask is set and it is 32-byte
+// aligned (kStreamAll: every destination). At most 64 destinations. No
 // destination may overlap a source except identically (in place).
+inline constexpr uint64_t kStreamAll = ~uint64_t{0};
 void ReduceToMany(void* const* dsts, int num_dsts, const void* const* srcs, int num_srcs, size_t count,
-                  DataType dtype, ReduceOp op, int avg_divisor, bool stream_dst);
+                  DataType dtype, ReduceOp op, int avg_divisor, uint64_t stream_mask);
 
 // dst[i] = dst[i] op src[i]; kAvg adds (finalize with DivideBy).
 void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op);

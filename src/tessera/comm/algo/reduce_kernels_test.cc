@@ -71,8 +71,9 @@ TEST(ReduceKernels, ReduceIntoChainAndDivide) {
 }
 
 // ReduceToMany writes exactly what ReduceMany computes (bitwise) into every
-// destination: every dtype and op, 1-8 sources, 1-3 destinations, streamed
-// or not, aligned or not, lengths with and without a partial last line, and
+// destination, and both equal an element-by-element reduction: every dtype
+// and op, 1-8 sources, 1-3 destinations, all, some or none streamed,
+// aligned or not, lengths with and without a partial last line, and
 // with the first destination being the first source (in place).
 TEST(ReduceKernels, ReduceToManyEqualsReduceManyBitwise) {
   for (DataType dt : kAllDataTypes) {
@@ -92,17 +93,29 @@ TEST(ReduceKernels, ReduceToManyEqualsReduceManyBitwise) {
             for (size_t i = 0; i < count; ++i) SetElement(srcs[r].data(), dt, i, InputValue(r, i, dt, op) * (i % 3 + 1));
             ptrs.push_back(srcs[r].data());
           }
+          // Element by element (ReduceMany's scalar path for short inputs):
+          // an implementation independent of the vector loop under test.
           std::vector<uint8_t> want(count * elem);
-          ReduceMany(want.data(), ptrs.data(), n, count, dt, op, n);
+          std::vector<const void*> at(n);
+          for (size_t i = 0; i < count; ++i) {
+            for (int r = 0; r < n; ++r) at[r] = srcs[r].data() + i * elem;
+            ReduceMany(want.data() + i * elem, at.data(), n, 1, dt, op, n);
+          }
+          std::vector<uint8_t> many(count * elem);
+          ReduceMany(many.data(), ptrs.data(), n, count, dt, op, n);
+          ASSERT_EQ(std::memcmp(many.data(), want.data(), count * elem), 0)
+              << DataTypeName(dt) << " " << ReduceOpName(op) << " n=" << n << " count=" << count << ": ReduceMany";
           std::vector<std::vector<uint8_t>> outs(dsts_n, std::vector<uint8_t>(count * elem + 64, 0xab));
           std::vector<void*> dsts;
           for (int d = 0; d < dsts_n; ++d) dsts.push_back(outs[d].data() + skew);
           if (in_place) dsts[0] = srcs[0].data();
-          ReduceToMany(dsts.data(), dsts_n, ptrs.data(), n, count, dt, op, n, stream);
+          // Every destination streamed, or only the second (mixed).
+          const uint64_t mask = stream ? (k % 3 == 1 ? kStreamAll : 0b10) : 0;
+          ReduceToMany(dsts.data(), dsts_n, ptrs.data(), n, count, dt, op, n, mask);
           for (int d = 0; d < dsts_n; ++d) {
             ASSERT_EQ(std::memcmp(dsts[d], want.data(), count * elem), 0)
                 << DataTypeName(dt) << " " << ReduceOpName(op) << " n=" << n << " count=" << count << " dst " << d
-                << (stream ? " streamed" : "") << (skew ? " misaligned" : "") << (in_place ? " in place" : "");
+                << (stream ? " stream mask " + std::to_string(mask) : std::string()) << (skew ? " misaligned" : "") << (in_place ? " in place" : "");
             if (!(in_place && d == 0)) {
               ASSERT_EQ(outs[d][skew + count * elem], 0xab) << "wrote past the end";
             }

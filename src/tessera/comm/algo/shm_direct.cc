@@ -114,8 +114,9 @@ Status ShmTwoPhaseAllReduce(const CollectiveArgs& a, AlgoEnv& env) {
     const int np = shm.NextParity();
     uint8_t* result = shm.window(me, np) + result_off;
     for (int j = 0; j < n; ++j) srcs[j] = shm.window(j, q) + sl.begin * elem;
-    ReduceMany(result, srcs.data(), n, sl.size(), a.dtype, a.op, n);
-    if (output) CopyOut(recv + (base + sl.begin) * elem, result, sl.size() * elem, stream);
+    // One pass into the result area (peers gather it) and this rank's output.
+    void* dsts[2] = {result, recv + (base + sl.begin) * elem};
+    ReduceToMany(dsts, output ? 2 : 1, srcs.data(), n, sl.size(), a.dtype, a.op, n, stream ? 0b10 : 0);
     if (k + 1 < chunks) std::memcpy(shm.window(me, np), send + (base + chunk) * elem, chunk_count(k + 1) * elem);
     TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));
   }

@@ -35,6 +35,7 @@ Status ShmSingleCopyReduce(const CollectiveArgs& a, AlgoEnv& env, const PeerBuff
   uint8_t* bounce = env.scratch->Get(2, (n + 1) * piece * elem);
   uint8_t* result = bounce + n * piece * elem;
   const bool stream = StreamOutput(a, a.count * elem);
+  const bool pushes = n > 1 && (!reduce || me != a.root);
   const auto* send = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
   PointerList srcs(n);
@@ -52,15 +53,21 @@ Status ShmSingleCopyReduce(const CollectiveArgs& a, AlgoEnv& env, const PeerBuff
                         *env.ctx);
     }
     if (!st.ok()) break;
-    ReduceMany(result, srcs.data(), n, cnt, a.dtype, a.op, n);
-    for (int k = 0; k < n && st.ok(); ++k) {
+    // One pass: the result goes to this rank's own output (streamed) and,
+    // when peers need it, to the cache-resident bounce they are pushed from.
+    void* dsts[2];
+    int num_dsts = 0;
+    uint64_t stream_mask = 0;
+    if (pushes) dsts[num_dsts++] = result;
+    if (!reduce || me == a.root) {
+      if (stream) stream_mask |= uint64_t{1} << num_dsts;
+      dsts[num_dsts++] = recv + at;
+    }
+    ReduceToMany(dsts, num_dsts, srcs.data(), n, cnt, a.dtype, a.op, n, stream_mask);
+    for (int k = 1; k < n && pushes && st.ok(); ++k) {
       const int j = (me + k) % n;
       if (reduce && j != a.root) continue;
-      if (j == me) {
-        CopyOut(recv + at, result, bytes, stream);
-      } else {
-        st = shm.WritePeer(j, reinterpret_cast<void*>(peers.recv_addr(j) + at), result, bytes, *env.ctx);
-      }
+      st = shm.WritePeer(j, reinterpret_cast<void*>(peers.recv_addr(j) + at), result, bytes, *env.ctx);
     }
   }
   if (!st.ok()) {
@@ -75,9 +82,10 @@ namespace {
 bool SingleCopyReduce(const transport::shm::Context& shm, const CollectiveArgs& a, int n) {
   // Single copy pays system calls and page pinning per piece and peer; with
   // ranks crowding the cores (more than 2 per online CPU: a host-wide count,
-  // the same on every rank) the windows were faster (64 MiB, 2-core VM:
-  // 2 / 4 ranks 7.5 / 21.5 ms single copy vs 8.5 / 28.7 ms windows; 5, 6, 8
-  // ranks 31 / 36 / 44 ms vs 21 / 30 / 37 ms).
+  // the same on every rank) the windows were faster (64 MiB out of place,
+  // 2-core VM, medians of 5: 2 / 4 ranks 7.0 / 15.6 ms single copy vs
+  // 7.5 / 18.8 ms windows; 8 ranks 49 ms vs 28 ms; earlier 5 / 6 ranks
+  // 31 / 36 ms vs 21 / 30 ms).
   static const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   return shm.single_copy() && n <= 2 * cpus && PublishWords(a, n) * sizeof(uint64_t) <= shm.ll_capacity();
 }

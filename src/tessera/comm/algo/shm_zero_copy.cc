@@ -189,7 +189,7 @@ Status ShmZeroCopy(const CollectiveArgs& a, AlgoEnv& env, bool* taken, PeerBuffe
         }
       }
       ReduceToMany(dsts.data(), static_cast<int>(dsts.size()), srcs.data(), n, sl.size(), a.dtype, a.op, n,
-                   StreamOutput(bytes));
+                   StreamOutput(bytes) ? kStreamAll : 0);
       break;
     }
     case CollectiveKind::kReduceScatter: {
