@@ -71,6 +71,19 @@ Status RunCollectives(comm::Communicator& c) {
   for (size_t i = 0; i < x.size(); i += 997) {
     if (x[i] != static_cast<float>(n * (n + 1) / 2 * (i % 7))) return Internal("all_reduce wrong at {}", i);
   }
+  // >= 1 MiB between processes runs single copy: out of place, every
+  // element checked, then a reduce to the last rank (only it gathers).
+  std::vector<float> y(x.size(), -1.0f);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(r * 3 + i % 11);
+  TESSERA_RETURN_IF_ERROR(c.AllReduce(x.data(), y.data(), x.size(), comm::DataType::kFloat32, comm::ReduceOp::kMax));
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (y[i] != static_cast<float>((n - 1) * 3 + i % 11)) return Internal("out-of-place all_reduce wrong at {}", i);
+  }
+  std::fill(y.begin(), y.end(), -1.0f);
+  TESSERA_RETURN_IF_ERROR(c.Reduce(x.data(), y.data(), x.size(), comm::DataType::kFloat32, comm::ReduceOp::kSum, n - 1));
+  for (size_t i = 0; r == n - 1 && i < y.size(); ++i) {
+    if (y[i] != static_cast<float>(3 * n * (n - 1) / 2 + n * (i % 11))) return Internal("reduce wrong at {}", i);
+  }
   for (size_t count : {size_t{100}, size_t{50000}}) {  // low-latency slot, then single copy / windows
     std::vector<int64_t> mine(count, r), all(count * n);
     TESSERA_RETURN_IF_ERROR(c.AllGather(mine.data(), all.data(), count, comm::DataType::kInt64));

@@ -110,9 +110,10 @@ size_t PublishWords(const CollectiveArgs& a, int n);
 Status ShmZeroCopy(const CollectiveArgs& a, AlgoEnv& env, bool* taken, PeerBuffers* peers = nullptr);
 // Single-copy all-reduce / reduce between processes with private buffers
 // (shm_single_copy_reduce.cc): after ShmZeroCopy published the buffers,
-// rank r pulls slice r of the peers' inputs (process_vm_readv, in
-// cache-sized pieces), reduces it and pushes the result into every output
-// (process_vm_writev); then the closing LL step.
+// per chunk, rank r pulls slice r of the peers' inputs (process_vm_readv),
+// reduces it into its window and output, and after a barrier everyone
+// copies the other slices out of the peers' windows; then the closing LL
+// step.
 Status ShmSingleCopyReduce(const CollectiveArgs& a, AlgoEnv& env, const PeerBuffers& peers);
 // Large all-reduce / reduce on the shm transport, shared by the window
 // algorithms: zero copy, else single copy, when the message is at least

@@ -115,7 +115,7 @@ Status ShmTwoPhaseAllReduce(const CollectiveArgs& a, AlgoEnv& env) {
     uint8_t* result = shm.window(me, np) + result_off;
     for (int j = 0; j < n; ++j) srcs[j] = shm.window(j, q) + sl.begin * elem;
     // One pass into the result area (peers gather it) and this rank's output.
-    void* dsts[2] = {result, recv + (base + sl.begin) * elem};
+    void* dsts[2] = {result, output ? recv + (base + sl.begin) * elem : nullptr};
     ReduceToMany(dsts, output ? 2 : 1, srcs.data(), n, sl.size(), a.dtype, a.op, n, stream ? 0b10 : 0);
     if (k + 1 < chunks) std::memcpy(shm.window(me, np), send + (base + chunk) * elem, chunk_count(k + 1) * elem);
     TESSERA_RETURN_IF_ERROR(shm.StepBarrier(*env.ctx));

@@ -82,6 +82,36 @@ TEST(CollectivesReduce, AllReduceSeveralMiB) {
   }
 }
 
+// Reduce of several MiB (direct: single copy, or the windows): every root,
+// in place and out of place; only the root's output is written.
+TEST(CollectivesReduce, ReduceSeveralMiBEveryRoot) {
+  for (int n : {2, 3, 4}) {
+    for (int64_t direct : {int64_t{-1}, int64_t{0}}) {
+      CommOptions o = TestOptions("shm_two_phase");
+      o.shm_direct_reduce_bytes = direct;
+      RunRanks(n, o, [&](int r, Communicator& c) {
+        const size_t count = (1 << 19) + 77;
+        for (int root = 0; root < n; ++root) {
+          const bool in_place = root % 2 == 1;
+          std::vector<float> send(count), recv(count, -7.0f);
+          for (size_t i = 0; i < count; ++i) send[i] = static_cast<float>(r + 1) * static_cast<float>(i % 13);
+          float* out = in_place ? send.data() : recv.data();
+          Status st = c.Reduce(send.data(), out, count, DataType::kFloat32, ReduceOp::kSum, root);
+          ASSERT_TRUE(st.ok()) << st.ToString();
+          size_t bad = 0, first_bad = 0;  // no early return: the other ranks go on to the next root
+          for (size_t i = 0; i < count; ++i) {
+            const float want = r == root ? static_cast<float>(n * (n + 1) / 2) * static_cast<float>(i % 13)
+                                         : (in_place ? static_cast<float>(r + 1) * static_cast<float>(i % 13) : -7.0f);
+            if (out[i] != want && bad++ == 0) first_bad = i;
+          }
+          EXPECT_EQ(bad, 0u) << "n " << n << " root " << root << " rank " << r << " first at " << first_bad
+                             << (direct == 0 ? " windows" : " direct") << (in_place ? " in place" : "");
+        }
+      });
+    }
+  }
+}
+
 TEST(CollectivesReduce, ReduceEveryRootAndAlgorithm) {
   const char* algos[] = {"shm_direct", "shm_two_phase", "binomial_tree"};
   const DataType dtypes[] = {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16, DataType::kInt8,

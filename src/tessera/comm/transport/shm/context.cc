@@ -444,31 +444,21 @@ StatusOr<uint8_t*> Context::MapShared(int peer, const SharedRef& ref, const OpCo
 }
 
 Status Context::ReadPeer(int peer, void* dst, const void* remote, size_t bytes, const OpContext& ctx) const {
-  return CopyWithPeer(peer, false, dst, const_cast<void*>(remote), bytes, ctx);
-}
-
-Status Context::WritePeer(int peer, void* remote, const void* src, size_t bytes, const OpContext& ctx) const {
-  return CopyWithPeer(peer, true, const_cast<void*>(src), remote, bytes, ctx);
-}
-
-Status Context::CopyWithPeer(int peer, bool write, void* local, void* remote, size_t bytes,
-                             const OpContext& ctx) const {
   if (bytes == 0) return Status::Ok();
   if (pids_[peer] == getpid()) {  // ranks as threads: one address space
-    std::memcpy(write ? remote : local, write ? local : remote, bytes);
+    std::memcpy(dst, remote, bytes);
     return Status::Ok();
   }
   constexpr size_t kPiece = 8 << 20;  // check for abort between pieces
-  auto* l = static_cast<uint8_t*>(local);
-  auto* r = static_cast<uint8_t*>(remote);
+  auto* l = static_cast<uint8_t*>(dst);
+  auto* r = static_cast<uint8_t*>(const_cast<void*>(remote));
   size_t done = 0;
   while (done < bytes) {
     if (ctx.Aborted()) return Aborted("{}: aborted on this rank (Communicator::Abort)", ctx.Name());
     const size_t want = std::min(kPiece, bytes - done);
     iovec li{l + done, want};
     iovec ri{r + done, want};
-    const ssize_t got = write ? process_vm_writev(pids_[peer], &li, 1, &ri, 1, 0)
-                              : process_vm_readv(pids_[peer], &li, 1, &ri, 1, 0);
+    const ssize_t got = process_vm_readv(pids_[peer], &li, 1, &ri, 1, 0);
     if (got <= 0) {
       if (got < 0 && errno == EINTR) continue;
       const int err = errno;
@@ -476,8 +466,8 @@ Status Context::CopyWithPeer(int peer, bool write, void* local, void* remote, si
       Status cause = GroupAbortStatus(ctx);
       if (!cause.ok()) return cause;
       errno = err;
-      return Unavailable("{}: {} {} bytes {} {} failed: {} (it died or exited)", ctx.Name(), write ? "writing" : "reading",
-                         want, write ? "to" : "from", PeerDescription(peer), got < 0 ? std::strerror(errno) : "nothing moved");
+      return Unavailable("{}: reading {} bytes from {} failed: {} (it died or exited)", ctx.Name(), want,
+                         PeerDescription(peer), got < 0 ? std::strerror(errno) : "nothing moved");
     }
     done += static_cast<size_t>(got);
   }

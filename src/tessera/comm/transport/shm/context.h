@@ -114,9 +114,6 @@ class Context final : public Transport {
   bool single_copy() const { return single_copy_; }
   bool SameProcess(int peer) const { return pids_[peer] == pids_[rank_]; }
   Status ReadPeer(int peer, void* dst, const void* remote, size_t bytes, const OpContext& ctx) const;
-  // The reverse: copies `bytes` from `src` to `remote` in `peer`'s address
-  // space (process_vm_writev).
-  Status WritePeer(int peer, void* remote, const void* src, size_t bytes, const OpContext& ctx) const;
 
   // Zero copy (see above): true when every rank can map every other's
   // shared buffers. MapShared returns where `ref` (published by `peer`)
@@ -142,7 +139,6 @@ class Context final : public Transport {
   // Aborted (naming the rank and its reason) once any rank aborted the group.
   Status GroupAbortStatus(const OpContext& ctx) const;
   StatusOr<uint8_t*> MapPeerAllocation(int peer, const SharedRef& ref);
-  Status CopyWithPeer(int peer, bool write, void* local, void* remote, size_t bytes, const OpContext& ctx) const;
 
   // Peers' shared allocations mapped here (least recently used evicted
   // beyond max(64, 4 x size) entries).
