@@ -92,6 +92,7 @@ class PeerBuffers {
   uint64_t recv_addr(int rank) const;
   uint64_t block_offset(int rank, int dest) const;  // bytes into rank's send buffer
   uint64_t block_bytes(int rank, int dest) const;
+  bool any_in_place() const;  // some rank's all-to-all(v) is in place
 
  private:
   friend Status ShmZeroCopy(const CollectiveArgs&, AlgoEnv&, bool*, PeerBuffers*);

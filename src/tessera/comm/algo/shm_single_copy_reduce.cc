@@ -122,6 +122,7 @@ std::string ShmRoute(Algorithm algo, const CollectiveArgs& a, const transport::s
     case CollectiveKind::kAllToAll:
     case CollectiveKind::kAllToAllV:
       if (algo != Algorithm::kShmDirect || bytes <= shm.ll_capacity()) return "";
+      if (a.send == a.recv) return "";  // in place: the windows
       if (shm.single_copy() && publish_fits) return std::string("direct: ") + zero + "single copy";
       return shm.zero_copy() ? std::string("direct: ") + zero + "the windows" : "";
     default:

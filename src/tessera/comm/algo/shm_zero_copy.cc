@@ -30,10 +30,12 @@ namespace {
 
 using transport::shm::SharedRef;
 
-// Published words: [0] 1 if this rank's buffers qualify, then the send and
+// Published words: [0] bit 0 set if this rank's buffers qualify, bit 1 if
+// its all-to-all is in place (send and recv overlap), then the send and
 // recv references (addr: the plain address, shared or not), then
 // (all-to-all) per destination the byte offset and length of its block in
 // the send buffer.
+constexpr uint64_t kQualifies = 1, kInPlace = 2;
 constexpr int kSendAt = 1;
 constexpr int kRecvAt = kSendAt + SharedRef::kWords;
 constexpr int kBlocksAt = kRecvAt + SharedRef::kWords;
@@ -56,6 +58,7 @@ struct Plan {
   size_t send_bytes = 0;  // this rank's send buffer extent peers read (0: none)
   size_t recv_bytes = 0;  // this rank's recv buffer extent peers write (0: none)
   bool supported = true;
+  bool in_place = false;  // all-to-all whose send and recv overlap
 };
 
 Plan PlanFor(const CollectiveArgs& a, int rank, int n) {
@@ -90,7 +93,8 @@ Plan PlanFor(const CollectiveArgs& a, int rank, int n) {
       }
       p.send_bytes = send_total;
       // In place: peers would read blocks this rank is overwriting.
-      if (Overlaps(a.send, send_total, a.recv, recv_total)) p.supported = false;
+      p.in_place = Overlaps(a.send, send_total, a.recv, recv_total);
+      if (p.in_place) p.supported = false;
       break;
     }
     default:
@@ -105,6 +109,12 @@ bool IsAllToAll(const CollectiveArgs& a) {
 
 }  // namespace
 
+bool PeerBuffers::any_in_place() const {
+  for (size_t i = 0; i < words_.size(); i += stride_) {
+    if ((words_[i] & kInPlace) != 0) return true;
+  }
+  return false;
+}
 uint64_t PeerBuffers::send_addr(int rank) const { return words_[rank * stride_ + kSendAt + 4]; }
 uint64_t PeerBuffers::recv_addr(int rank) const { return words_[rank * stride_ + kRecvAt + 4]; }
 uint64_t PeerBuffers::block_offset(int rank, int dest) const { return words_[rank * stride_ + kBlocksAt + 2 * dest]; }
@@ -133,7 +143,7 @@ Status ShmZeroCopy(const CollectiveArgs& a, AlgoEnv& env, bool* taken, PeerBuffe
   bool ok = shm.zero_copy() && plan.supported;
   if (ok && plan.send_bytes > 0) ok = FindShared(a.send, plan.send_bytes, &send_ref);
   if (ok && plan.recv_bytes > 0) ok = FindShared(a.recv, plan.recv_bytes, &recv_ref);
-  words[0] = ok ? 1 : 0;
+  words[0] = (ok ? kQualifies : 0) | (plan.in_place ? kInPlace : 0);
   send_ref.addr = reinterpret_cast<uintptr_t>(a.send);
   recv_ref.addr = reinterpret_cast<uintptr_t>(a.recv);
   PutRef(&words[kSendAt], send_ref);
@@ -152,7 +162,7 @@ Status ShmZeroCopy(const CollectiveArgs& a, AlgoEnv& env, bool* taken, PeerBuffe
   bool all_shared = true;
   for (int j = 0; j < n; ++j) {
     std::memcpy(&all[j * words_needed], shm.LlData(j), words_needed * sizeof(uint64_t));
-    all_shared = all_shared && all[j * words_needed] == 1;
+    all_shared = all_shared && (all[j * words_needed] & kQualifies) != 0;
   }
   if (!all_shared) {  // someone's buffers are private: a copying path
     if (peers != nullptr) {

@@ -139,6 +139,35 @@ TEST(CollectivesData, ShmDirectEveryWorldSize) {
   }
 }
 
+// Ranks may differ in whether their all-to-all is in place: every rank
+// then takes the windows (peers must not read blocks being overwritten),
+// on the shm direct path with and without single copy.
+TEST(CollectivesData, AllToAllInPlaceOnSomeRanksOnly) {
+  for (int single_copy : {0, 1}) {
+    for (int n : {2, 3, 4}) {
+      CommOptions o = TestOptions("shm_direct");
+      o.shm_single_copy = single_copy;
+      RunRanks(n, o, [&](int r, Communicator& c) {
+        const size_t count = 70001;  // blocks far beyond the LL slot
+        const bool in_place = r % 2 == 1;
+        std::vector<float> send(count * n), recv(count * n, -1.0f);
+        for (int d = 0; d < n; ++d) {
+          for (size_t i = 0; i < count; ++i) send[d * count + i] = static_cast<float>(r * 1000 + d * 10) + i % 7;
+        }
+        float* out = in_place ? send.data() : recv.data();
+        Status st = c.AllToAll(send.data(), out, count, DataType::kFloat32);
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        size_t bad = 0;
+        for (int j = 0; j < n; ++j) {
+          for (size_t i = 0; i < count; ++i) bad += out[j * count + i] != static_cast<float>(j * 1000 + r * 10) + i % 7;
+        }
+        EXPECT_EQ(bad, 0u) << "n " << n << " rank " << r << (in_place ? " in place" : "")
+                           << (single_copy ? " single copy" : " windows");
+      });
+    }
+  }
+}
+
 TEST(CollectivesData, PointToPointAlgorithmsEveryWorldSize) {
   // Tree broadcast/barrier, ring all_gather, pairwise all_to_all(v), linear gather/scatter.
   for (int n = 1; n <= 8; ++n) {
