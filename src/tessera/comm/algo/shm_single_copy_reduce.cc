@@ -38,7 +38,7 @@ Status ShmSingleCopyReduce(const CollectiveArgs& a, AlgoEnv& env, const PeerBuff
   const bool reduce = a.kind == CollectiveKind::kReduce;
   const bool output = !reduce || me == a.root;
   // Per step, the n pulled slices stay in L2 (about 1 MiB) and the result
-  // fits the window.
+  // fits the window (at least a page).
   const size_t piece_bytes = std::min(shm.window_bytes() / 4096 * 4096,
                                       std::clamp<size_t>((1 << 20) / (n + 1) / 4096 * 4096, 16 << 10, 256 << 10));
   const size_t piece = piece_bytes / elem;  // a multiple of g

@@ -133,8 +133,15 @@ Pair::RecvState* Pair::FindRecv(uint64_t seq) {
   return nullptr;
 }
 
+bool Pair::AllStreamsClosed() const {
+  for (const Stream& s : streams_) {
+    if (!s.eof) return false;
+  }
+  return true;
+}
+
 bool Pair::WantsInput(const Stream& s) const {
-  if (recvs_.empty()) return false;
+  if (recvs_.empty() || s.eof) return false;
   if (s.in_hdr_done == sizeof(FrameHeader) && !s.in_matched) {
     // Header read, receive not posted yet: wait for the post.
     for (const RecvState& r : recvs_) {
@@ -152,7 +159,12 @@ StatusOr<bool> Pair::ProgressIn(Stream& st, size_t index, const OpContext& ctx) 
     if (st.in_hdr_done < hdr) {
       const ssize_t r = recv(st.fd, reinterpret_cast<uint8_t*>(&st.in_hdr) + st.in_hdr_done, hdr - st.in_hdr_done,
                              MSG_DONTWAIT);
-      if (r == 0) return Closed(ctx, index, 0);
+      if (r == 0) {
+        if (st.in_hdr_done > 0) return Closed(ctx, index, 0);  // mid-frame
+        st.eof = true;  // between frames: what is still missing may be in flight on other streams
+        if (AllStreamsClosed()) return Closed(ctx, index, 0);
+        return true;
+      }
       if (r < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK) return moved;
         if (errno == EINTR) continue;
@@ -232,6 +244,8 @@ StatusOr<bool> Pair::ProgressIn(Stream& st, size_t index, const OpContext& ctx) 
 }
 
 StatusOr<bool> Pair::Progress(const OpContext& ctx) {
+  // A receive posted after the peer closed every stream can never complete.
+  if (!recvs_.empty() && AllStreamsClosed()) return Closed(ctx, streams_.size() - 1, 0);
   bool moved = false;
   for (size_t i = 0; i < streams_.size(); ++i) {
     StatusOr<bool> out = ProgressOut(streams_[i], i, ctx);

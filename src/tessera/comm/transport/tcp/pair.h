@@ -7,7 +7,9 @@
 // into the destination (or reduces them, via a staging buffer) whatever
 // stream they came on, and checks tag and size against the posted receive.
 // A frame for a message whose receive is not posted yet leaves its stream
-// unread (backpressure) until it is. Optional XXH3 frame checksums catch
+// unread (backpressure) until it is. A stream the peer closed between
+// frames is set aside; a receive fails (Unavailable, naming the peer) once
+// every stream is closed, or at once when one closes mid-frame. Optional XXH3 frame checksums catch
 // corruption (DataLoss naming the peer and stream). Executor thread only,
 // except Shutdown().
 #pragma once
@@ -81,6 +83,10 @@ class Pair {
     bool in_matched = false;
     P2pOp* in_op = nullptr;
     std::vector<uint8_t> staging;
+    // The peer closed this stream between frames. Not an error by itself: a
+    // peer that finished closes every stream while the last frames may still
+    // be in flight on the others.
+    bool eof = false;
   };
 
   bool AssignFrame(Stream& s);
@@ -89,6 +95,7 @@ class Pair {
   RecvState* FindRecv(uint64_t seq);
   bool HasUnassigned() const;
   bool WantsInput(const Stream& s) const;
+  bool AllStreamsClosed() const;
   Status Closed(const OpContext& ctx, size_t index, int err) const;
 
   int peer_;
