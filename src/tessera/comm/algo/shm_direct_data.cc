@@ -5,6 +5,8 @@
 // window holds one chunk of the rank's block; reduce-scatter / all-to-all /
 // scatter: the window holds one sub-chunk per destination. Staging of
 // chunk k+1 overlaps the reads of chunk k (double-buffered windows).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <cstdint>
@@ -54,6 +56,28 @@ Status Pull(transport::shm::Context& shm, AlgoEnv& env, int peer, uint8_t* dst, 
     CopyOut(dst + off, bounce, piece, true);
   }
   return Status::Ok();
+}
+
+// All-to-all(v) with private buffers: single copy (pull every block with
+// process_vm_readv) or the windows (copy in, barrier, copy out through the
+// shared cache). Measured on the 2-core VM (64 KiB .. 64 MiB per rank, out
+// of place): the windows were faster at 2 and 4 ranks at every size (4 ranks
+// 1 MiB: 85 vs 145 us; 64 MiB: 9.6 vs 10.4 ms) and at 6 ranks up to 32 MiB;
+// single copy only when ranks crowd the cores (8 ranks) and exchanges are
+// large (16 MiB: 5.0 vs 5.6 ms, 64 MiB: 15.5-18.8 vs 20.3-22.3 ms), where
+// the windows' barrier per chunk waits for descheduled ranks. Depends only
+// on values every rank has after the publish step
+// (TESSERA_SHM_ALLTOALL_SINGLE_COPY_KB overrides).
+bool PreferSingleCopyAllToAll(const transport::shm::Context& shm, const PeerBuffers& peers, int n) {
+  const int64_t from = shm.alltoall_single_copy_bytes();
+  if (from == 0) return false;
+  static const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  if (from < 0 && n <= 2 * cpus) return false;
+  uint64_t total = 0;
+  for (int j = 0; j < n; ++j) {
+    for (int d = 0; d < n; ++d) total += peers.block_bytes(j, d);
+  }
+  return total / static_cast<uint64_t>(n) >= (from > 0 ? static_cast<uint64_t>(from) : uint64_t{16} << 20);
 }
 
 // Whether a large op takes the direct route (one LL step publishing every
@@ -185,7 +209,8 @@ Status ShmDirectAllToAll(const CollectiveArgs& a, AlgoEnv& env) {
     // so the windows, which stage each chunk before anyone writes (a private
     // copy of the whole send buffer for single copy measured 5x slower:
     // 64 MiB, 2 / 4 / 8 ranks 11.5 / 23.1 / 44.7 ms vs 2.0 / 7.6 / 19.7 ms).
-    if (single && !peers.any_in_place()) {
+    // Out of place, single copy only where it was faster (above).
+    if (single && !peers.any_in_place() && PreferSingleCopyAllToAll(shm, peers, n)) {
       size_t recv_total = 0;
       for (int j = 0; j < n; ++j) {  // sizes first: a mismatch fails before any copy
         if (peers.block_bytes(j, me) != recv_len(j)) {

@@ -119,12 +119,24 @@ std::string ShmRoute(Algorithm algo, const CollectiveArgs& a, const transport::s
       return std::string("direct: ") + zero + "the windows";
     case CollectiveKind::kAllGather:
     case CollectiveKind::kBroadcast:
-    case CollectiveKind::kAllToAll:
-    case CollectiveKind::kAllToAllV:
       if (algo != Algorithm::kShmDirect || bytes <= shm.ll_capacity()) return "";
-      if (a.send == a.recv) return "";  // in place: the windows
       if (shm.single_copy() && publish_fits) return std::string("direct: ") + zero + "single copy";
       return shm.zero_copy() ? std::string("direct: ") + zero + "the windows" : "";
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kAllToAllV: {
+      // As shm_direct_data.cc decides (from this rank's sizes; the op itself
+      // decides from every rank's): in place -> the windows; single copy for
+      // >= 16 MiB per rank when ranks crowd the cores.
+      if (algo != Algorithm::kShmDirect || bytes <= shm.ll_capacity()) return "";
+      if (a.send == a.recv) return "";
+      static const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+      const int64_t from = shm.alltoall_single_copy_bytes();
+      const bool sized = from > 0 ? bytes * n >= static_cast<size_t>(from)
+                                  : from < 0 && n > 2 * cpus && bytes * n >= (size_t{16} << 20);
+      const bool single = shm.single_copy() && publish_fits && sized;
+      const char* rest = single ? "single copy" : "the windows";
+      return shm.zero_copy() || single ? std::string("direct: ") + zero + rest : "";
+    }
     default:
       return "";
   }

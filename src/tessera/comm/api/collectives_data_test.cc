@@ -132,6 +132,7 @@ TEST(CollectivesData, ShmDirectEveryWorldSize) {
     for (int n = 1; n <= 8; ++n) {
       CommOptions o = TestOptions("shm_direct");
       o.shm_single_copy = single_copy;
+      o.shm_alltoall_single_copy_bytes = single_copy ? 1 : 0;  // all-to-all single copy at every size
       RunRanks(n, o, [&](int r, Communicator& c) {
         DataCollectives(r, n, c, single_copy ? "shm_direct single-copy" : "shm_direct windows", true);
       });
@@ -147,6 +148,7 @@ TEST(CollectivesData, AllToAllInPlaceOnSomeRanksOnly) {
     for (int n : {2, 3, 4}) {
       CommOptions o = TestOptions("shm_direct");
       o.shm_single_copy = single_copy;
+      o.shm_alltoall_single_copy_bytes = single_copy ? 1 : 0;  // out-of-place ranks would take single copy
       RunRanks(n, o, [&](int r, Communicator& c) {
         const size_t count = 70001;  // blocks far beyond the LL slot
         const bool in_place = r % 2 == 1;

@@ -219,6 +219,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::shared_ptr<Sto
     so.single_copy = options.shm_single_copy;
     so.zero_copy = options.shm_zero_copy;
     so.direct_reduce_bytes = options.shm_direct_reduce_bytes;
+    so.alltoall_single_copy_bytes = options.shm_alltoall_single_copy_bytes;
     so.host = mine.hostname;
     so.host_key = mine.host_key;
     auto ctx = transport::shm::Context::Create(*impl->store, rank, size, so, impl->timeout);

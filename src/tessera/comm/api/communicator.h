@@ -74,6 +74,7 @@ struct CommOptions {
   int shm_single_copy = -1;     // -1 = TESSERA_SHM_SINGLE_COPY, 0 off, 1 on (when allowed)
   int shm_zero_copy = -1;       // -1 = TESSERA_SHM_ZERO_COPY, 0 off, 1 on (when allowed)
   int64_t shm_direct_reduce_bytes = -1;  // -1 = TESSERA_SHM_DIRECT_REDUCE_KB, 0 = never
+  int64_t shm_alltoall_single_copy_bytes = -1;  // -1 = TESSERA_SHM_ALLTOALL_SINGLE_COPY_KB, 0 = never
   int tcp_streams = 0;          // sockets per peer; 0 = TESSERA_TCP_STREAMS
   bool tcp_checksum = false;    // checksum every tcp frame (also TESSERA_TCP_CHECKSUM=1)
   std::string algo;             // like TESSERA_ALGO, for this communicator only (tests)

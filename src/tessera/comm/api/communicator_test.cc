@@ -173,6 +173,27 @@ TEST(Communicator, RankThatNeverJoinsFailsCreateNamingIt) {
   }
 }
 
+// Size thresholds choose paths every rank must take alike: ranks created
+// with different ones fail Create, naming the setting.
+TEST(Communicator, MismatchedDirectPathThresholdsFailCreate) {
+  auto store = MakeInMemoryStore();
+  std::vector<Status> results(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      CommOptions o = TestOptions();
+      o.timeout = std::chrono::milliseconds(3000);
+      o.shm_alltoall_single_copy_bytes = r == 0 ? 1 << 20 : 0;
+      results[r] = Communicator::Create(store, r, 2, o).status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const Status& st : results) {
+    EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
+    EXPECT_NE(st.ToString().find("TESSERA_SHM_ALLTOALL_SINGLE_COPY_KB"), std::string::npos) << st.ToString();
+  }
+}
+
 TEST(Communicator, StalledPeerTimesOutNamingItOnEveryWaitingRank) {
   for (const char* algo : {"shm_direct", "ring"}) {
     CommOptions o = TestOptions(algo);

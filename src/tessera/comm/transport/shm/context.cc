@@ -46,6 +46,11 @@ base::Knob<int64_t> kDirectReduceKbKnob("TESSERA_SHM_DIRECT_REDUCE_KB", 1024,
                                         "shm transport: all-reduce / reduce messages of at least this many KiB run "
                                         "direct (zero copy on AllocShared buffers, else single copy between "
                                         "processes) instead of through the windows; 0 = never");
+base::Knob<int64_t> kAllToAllSingleCopyKbKnob(
+    "TESSERA_SHM_ALLTOALL_SINGLE_COPY_KB", -1,
+    "shm transport: all-to-all(v) on private buffers runs single copy (process_vm_readv from the peers' buffers) "
+    "when the average bytes per rank reach this many KiB, else through the windows; -1 = measured default "
+    "(16 MiB, only when ranks outnumber the host's CPUs more than 2x); 0 = never");
 base::Knob<int64_t> kP2pKbKnob("TESSERA_SHM_P2P_KB", 2048,
                                "shm transport: bytes (KiB) of a rank's outgoing point-to-point slot rings (all "
                                "peers together)");
@@ -351,20 +356,34 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
     can_map = p.ok() && *reinterpret_cast<const uint64_t*>(*p) == kMagic;
     if (!p.ok()) TLOG(DEBUG, "shm transport: zero copy off: {}", p.status().ToString());
   }
+  // The size thresholds pick paths every rank must take alike: agreed too.
+  const int64_t direct_reduce =
+      options.direct_reduce_bytes >= 0 ? options.direct_reduce_bytes : kDirectReduceKbKnob.Get() << 10;
+  const int64_t alltoall_single =
+      options.alltoall_single_copy_bytes >= 0 ? options.alltoall_single_copy_bytes
+                                              : std::max<int64_t>(-1, kAllToAllSingleCopyKbKnob.Get() * 1024);
+  const std::string thresholds = fmt::format("|{}|{}", direct_reduce, alltoall_single);
   st = store.SetString(fmt::format("shm/single_copy/{}", rank),
-                       fmt::format("{}{}", can_read ? '1' : '0', can_map ? '1' : '0'));
+                       fmt::format("{}{}{}", can_read ? '1' : '0', can_map ? '1' : '0', thresholds));
   if (!st.ok()) return fail(st);
   bool all_can = true, all_map = true;
   for (int r = 0; r < size; ++r) {
     left = std::chrono::duration_cast<Timeout>(deadline - Clock::now());
     StatusOr<std::string> v = store.GetString(fmt::format("shm/single_copy/{}", r), std::max(left, Timeout(1)));
     if (!v.ok()) return v.status();
-    all_can = all_can && v->size() == 2 && (*v)[0] == '1';
-    all_map = all_map && v->size() == 2 && (*v)[1] == '1';
+    if (v->size() < 2 || v->substr(2) != thresholds) {
+      return fail(FailedPrecondition(
+          "rank {} sizes its direct paths as '{}' (all-reduce direct from | all-to-all single copy from, bytes), "
+          "this rank as '{}' (set TESSERA_SHM_DIRECT_REDUCE_KB and TESSERA_SHM_ALLTOALL_SINGLE_COPY_KB alike on "
+          "every rank)",
+          r, v->size() < 2 ? *v : v->substr(2), thresholds));
+    }
+    all_can = all_can && (*v)[0] == '1';
+    all_map = all_map && (*v)[1] == '1';
   }
   ctx->single_copy_ = all_can;
-  ctx->direct_reduce_bytes_ = static_cast<size_t>(
-      options.direct_reduce_bytes >= 0 ? options.direct_reduce_bytes : kDirectReduceKbKnob.Get() << 10);
+  ctx->direct_reduce_bytes_ = static_cast<size_t>(direct_reduce);
+  ctx->alltoall_single_copy_bytes_ = alltoall_single;
   ctx->zero_copy_ = all_map;
   TLOG(DEBUG, "shm transport: rank {}/{} segment {} bytes (window 2 x {}, {} slots x {} per peer, single copy {}, "
        "zero copy {})",

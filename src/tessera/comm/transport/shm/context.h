@@ -66,6 +66,10 @@ struct Options {
   int single_copy = -1;           // -1 = TESSERA_SHM_SINGLE_COPY, 0 off, 1 on (when allowed)
   int zero_copy = -1;             // -1 = TESSERA_SHM_ZERO_COPY, 0 off, 1 on (when allowed)
   int64_t direct_reduce_bytes = -1;  // -1 = TESSERA_SHM_DIRECT_REDUCE_KB; 0 = never (algo/shm_single_copy_reduce.cc)
+  // All-to-all(v) on private buffers runs single copy from this many bytes
+  // per rank (algo/shm_direct_data.cc); -1 = TESSERA_SHM_ALLTOALL_SINGLE_COPY_KB
+  // (-1 there: 16 MiB when ranks outnumber the CPUs more than 2x); 0 = never.
+  int64_t alltoall_single_copy_bytes = -1;
   std::string host;               // this rank's host name for messages
   std::string host_key;           // same-host identity (hostname + boot id)
 };
@@ -123,6 +127,9 @@ class Context final : public Transport {
   // All-reduce / reduce messages of at least this many bytes run direct
   // (zero or single copy) instead of through the windows; 0 = never.
   size_t direct_reduce_bytes() const { return direct_reduce_bytes_; }
+  // All-to-all(v) single copy from this many bytes per rank; -1: the
+  // measured default (see Options); 0: never. Agreed by all ranks.
+  int64_t alltoall_single_copy_bytes() const { return alltoall_single_copy_bytes_; }
   StatusOr<uint8_t*> MapShared(int peer, const SharedRef& ref, const OpContext& ctx);
   // Operations that ran zero copy (counted by algo/shm_zero_copy.cc; any thread may read).
   void CountZeroCopyOp() { zero_copy_ops_.fetch_add(1, std::memory_order_relaxed); }
@@ -173,6 +180,7 @@ class Context final : public Transport {
   bool single_copy_ = false;
   bool zero_copy_ = false;
   size_t direct_reduce_bytes_ = 0;
+  int64_t alltoall_single_copy_bytes_ = -1;
   std::atomic<uint64_t> zero_copy_ops_{0};
 };
 
