@@ -94,9 +94,9 @@ bool SingleCopyReduce(const transport::shm::Context& shm, const CollectiveArgs& 
   // Single copy pays system calls and page pinning per piece and peer; with
   // ranks crowding the cores (more than 2 per online CPU: a host-wide count,
   // the same on every rank) the windows were faster (64 MiB out of place,
-  // 2-core VM, medians of 5: 2 / 4 ranks 7.0 / 15.6 ms single copy vs
-  // 7.5 / 18.8 ms windows; 8 ranks 49 ms vs 28 ms; earlier 5 / 6 ranks
-  // 31 / 36 ms vs 21 / 30 ms).
+  // 2-core VM, medians of 5-7: 2 / 4 ranks 6.0 / 16.1 ms single copy vs
+  // 7.5 / 18.8 ms two-phase windows; 8 ranks 36 ms vs 24 ms; earlier 5 / 6
+  // ranks 31 / 36 ms vs 21 / 30 ms).
   static const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   return shm.single_copy() && n <= 2 * cpus && PublishWords(a, n) * sizeof(uint64_t) <= shm.ll_capacity();
 }
