@@ -32,9 +32,11 @@ Status PairwiseAllToAll(const CollectiveArgs& a, AlgoEnv& env) {
   if (a.send == a.recv) {  // in place: send from a copy
     size_t total = 0;
     for (int d = 0; d < n; ++d) total = std::max(total, send_off(d) + send_len(d));
-    uint8_t* copy = env.scratch->Get(0, total);
-    std::memcpy(copy, send, total);
-    send = copy;
+    if (total > 0) {  // (a rank may send nothing and still receive; 0 bytes of scratch are null)
+      uint8_t* copy = env.scratch->Get(0, total);
+      std::memcpy(copy, send, total);
+      send = copy;
+    }
   }
   CopyBytes(recv + recv_off(me), send + send_off(me), std::min(send_len(me), recv_len(me)));
   for (int s = 1; s < n; ++s) {

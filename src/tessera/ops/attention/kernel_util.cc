@@ -1,5 +1,7 @@
 #include "tessera/ops/attention/kernel_util.h"
 
+#include <atomic>
+
 #include "tessera/base/knobs.h"
 #include "tessera/base/logging.h"
 #include "tessera/hal/cpu_features.h"
@@ -18,9 +20,8 @@ bool UseAvx512() {
   const std::string isa = kKernelIsaKnob.Get();
   if (isa == "avx2") return false;
   if (isa != "auto" && isa != "avx512") {
-    static bool warned = false;
-    if (!warned) {
-      warned = true;
+    static std::atomic<bool> warned{false};  // kernels ask from many threads at once
+    if (!warned.exchange(true, std::memory_order_relaxed)) {
       TLOG(WARN, "TESSERA_KERNEL_ISA={} is not auto, avx512 or avx2; using auto", isa);
     }
   }
