@@ -44,8 +44,9 @@ Status Pull(transport::shm::Context& shm, AlgoEnv& env, int peer, uint8_t* dst, 
             bool stream) {
   if (!stream) return shm.ReadPeer(peer, dst, remote, bytes, *env.ctx);
   if (shm.SameProcess(peer)) {
-    CopyOut(dst, remote, bytes, true);
-    return Status::Ok();
+    const auto* src = static_cast<const uint8_t*>(remote);
+    return shm.AccessPeerInPieces(
+        peer, bytes, [&](size_t off, size_t len) { CopyOut(dst + off, src + off, len, true); }, *env.ctx);
   }
   constexpr size_t kBounce = 256 << 10;
   uint8_t* bounce = env.scratch->Get(3, kBounce);
@@ -313,6 +314,7 @@ Status ShmDirectGather(const CollectiveArgs& a, AlgoEnv& env) {
   }
   if (SingleCopy(shm, 1)) {
     const uint64_t word = Word(send);
+    shm.ExposeBuffers();  // withdrawn when the operation ends (Communicator's executor)
     TESSERA_RETURN_IF_ERROR(shm.LlStep(&word, sizeof(word), *env.ctx));
     if (root) {
       for (int k = 1; k < n; ++k) {
@@ -367,6 +369,7 @@ Status ShmDirectScatter(const CollectiveArgs& a, AlgoEnv& env) {
   }
   if (SingleCopy(shm, 1)) {
     const uint64_t word = Word(root ? send : nullptr);
+    shm.ExposeBuffers();  // withdrawn when the operation ends (Communicator's executor)
     TESSERA_RETURN_IF_ERROR(shm.LlStep(&word, sizeof(word), *env.ctx));
     if (root) {
       CopyBytes(recv, send + a.root * bytes, bytes);

@@ -103,6 +103,26 @@ Plan PlanFor(const CollectiveArgs& a, int rank, int n) {
   return p;
 }
 
+// The same-process peers this rank is inside (left on scope exit).
+class PeersEntered {
+ public:
+  explicit PeersEntered(const transport::shm::Context& shm) : shm_(shm) {}
+  ~PeersEntered() {
+    for (int j : entered_) shm_.LeavePeer(j);
+  }
+  PeersEntered(const PeersEntered&) = delete;
+  PeersEntered& operator=(const PeersEntered&) = delete;
+  Status Enter(int peer, const transport::OpContext& ctx) {
+    TESSERA_RETURN_IF_ERROR(shm_.EnterPeer(peer, ctx));
+    entered_.push_back(peer);
+    return Status::Ok();
+  }
+
+ private:
+  const transport::shm::Context& shm_;
+  std::vector<int> entered_;
+};
+
 bool IsAllToAll(const CollectiveArgs& a) {
   return a.kind == CollectiveKind::kAllToAll || a.kind == CollectiveKind::kAllToAllV;
 }
@@ -156,6 +176,7 @@ Status ShmZeroCopy(const CollectiveArgs& a, AlgoEnv& env, bool* taken, PeerBuffe
       words[kBlocksAt + 2 * d + 1] = (v ? a.send_counts[d] : a.count) * elem;
     }
   }
+  shm.ExposeBuffers();  // withdrawn when the operation ends (Communicator's executor)
   TESSERA_RETURN_IF_ERROR(shm.LlStep(words.data(), words.size() * sizeof(uint64_t), *env.ctx));
   // Snapshot: LlData is only valid until this rank's next LL step.
   std::vector<uint64_t> all(static_cast<size_t>(n) * words_needed);
@@ -179,6 +200,12 @@ Status ShmZeroCopy(const CollectiveArgs& a, AlgoEnv& env, bool* taken, PeerBuffe
   };
   *taken = true;
   shm.CountZeroCopyOp();
+  // Ranks that are threads of one process touch each other's buffers
+  // directly: stay registered inside them until done (context.h).
+  PeersEntered entered(shm);
+  for (int j = 0; j < n; ++j) {
+    if (j != me) TESSERA_RETURN_IF_ERROR(entered.Enter(j, *env.ctx));
+  }
 
   const size_t bytes = a.count * elem;
   auto* recv = static_cast<uint8_t*>(a.recv);

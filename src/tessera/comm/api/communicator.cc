@@ -174,6 +174,9 @@ Status Communicator::Impl::Execute(const CollectiveArgs& a) {
     Fail(st);
     TLOG(WARN, "{}", st.ToString());
   }
+  // Single/zero copy exposed this rank's buffers to its peers: leave only
+  // once no peer thread is inside them (the caller may free them next).
+  if (shm != nullptr) shm->WithdrawBuffers();
   return st;
 }
 

@@ -14,9 +14,12 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <new>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -112,6 +115,10 @@ struct SegmentHeader {
   alignas(64) std::atomic<uint32_t> arrived_step{0};
   alignas(64) std::atomic<int32_t> abort_rank{-1};  // group-wide in rank 0's
   alignas(64) std::atomic<uint32_t> waiting{0};     // this rank is blocked waiting for peers
+  // Buffer exposure (context.h): the LL step that published this rank's
+  // buffers (0: none exposed), and how many same-process peers are inside.
+  alignas(64) std::atomic<uint32_t> exposed{0};
+  std::atomic<int32_t> local_users{0};
   char abort_reason[512] = {};
 };
 static_assert(sizeof(SegmentHeader) <= kPage);
@@ -124,6 +131,28 @@ struct Mapping {
   uint8_t* base = nullptr;
   size_t bytes = 0;
 };
+
+// Segments mapped in this process, by name: ranks that are threads of one
+// process share one mapping of each segment (MappedSegment), so every
+// segment has one address here -- the atomics that order the ranks are
+// then the same objects to ThreadSanitizer too -- and a rank's segment
+// stays mapped while a peer thread still uses it.
+std::mutex g_segments_mu;
+std::map<std::string, std::weak_ptr<MappedSegment>>& Segments() {
+  static auto* segments = new std::map<std::string, std::weak_ptr<MappedSegment>>();
+  return *segments;
+}
+
+std::shared_ptr<MappedSegment> Register(const std::string& name, uint8_t* base, size_t bytes) {
+  auto seg = std::make_shared<MappedSegment>();
+  seg->base = base;
+  seg->bytes = bytes;
+  std::lock_guard<std::mutex> lock(g_segments_mu);
+  auto& all = Segments();
+  for (auto it = all.begin(); it != all.end();) it = it->second.expired() ? all.erase(it) : std::next(it);
+  all[name] = seg;
+  return seg;
+}
 
 StatusOr<Mapping> CreateSegment(size_t bytes) {
   Mapping m;
@@ -152,7 +181,19 @@ StatusOr<Mapping> CreateSegment(size_t bytes) {
   return m;
 }
 
-StatusOr<uint8_t*> MapPeerSegment(const std::string& name, size_t bytes) {
+StatusOr<std::shared_ptr<MappedSegment>> MapPeerSegment(const std::string& name, size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(g_segments_mu);
+    auto it = Segments().find(name);
+    if (it != Segments().end()) {
+      if (std::shared_ptr<MappedSegment> seg = it->second.lock()) {
+        if (seg->bytes != bytes) {
+          return DataLoss("peer segment '{}' has {} bytes, expected {}", name, seg->bytes, bytes);
+        }
+        return seg;
+      }
+    }
+  }
   int fd = shm_open(name.c_str(), O_RDWR, 0600);
   if (fd < 0) return IoError("shm_open('{}') of a peer segment failed: {}", name, std::strerror(errno));
   struct stat st;
@@ -163,7 +204,7 @@ StatusOr<uint8_t*> MapPeerSegment(const std::string& name, size_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (p == MAP_FAILED) return IoError("mmap of peer segment '{}' failed: {}", name, std::strerror(errno));
-  return static_cast<uint8_t*>(p);
+  return Register(name, static_cast<uint8_t*>(p), bytes);
 }
 
 std::vector<std::string> SplitLines(const std::string& text) {
@@ -243,6 +284,8 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
   ctx->pids_.assign(size, 0);
   ctx->same_pidns_.assign(size, false);
   ctx->bases_[rank] = mine.base;
+  ctx->segments_.assign(size, nullptr);
+  ctx->segments_[rank] = Register(mine.name, mine.base, mine.bytes);
 
   auto fail = [&](Status st) -> Status {
     shm_unlink(mine.name.c_str());
@@ -299,14 +342,14 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
                                      r, f[3], options.host));
     }
     size_t bytes = std::stoull(f[1]);
-    StatusOr<uint8_t*> base = MapPeerSegment(f[0], bytes);
-    if (!base.ok()) return fail(base.status().WithContext(fmt::format("mapping rank {}'s segment", r)));
-    auto* ph = reinterpret_cast<SegmentHeader*>(*base);
+    StatusOr<std::shared_ptr<MappedSegment>> seg = MapPeerSegment(f[0], bytes);
+    if (!seg.ok()) return fail(seg.status().WithContext(fmt::format("mapping rank {}'s segment", r)));
+    auto* ph = reinterpret_cast<SegmentHeader*>((*seg)->base);
     if (ph->magic != kMagic || ph->version != kVersion || ph->rank != r || ph->size != size) {
-      munmap(*base, bytes);
       return fail(DataLoss("rank {}'s segment '{}' has a bad header (magic/version/rank/size)", r, f[0]));
     }
-    ctx->bases_[r] = *base;
+    ctx->bases_[r] = (*seg)->base;
+    ctx->segments_[r] = std::move(*seg);
     ctx->hosts_[r] = f[3];
     ctx->pids_[r] = ph->pid;
     ctx->same_pidns_[r] = ph->pidns == hdr->pidns && ph->pidns != 0;
@@ -392,13 +435,12 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
   return ctx;
 }
 
+MappedSegment::~MappedSegment() {
+  if (base != nullptr) munmap(base, bytes);
+}
+
 Context::~Context() {
-  for (int r = 0; r < size_; ++r) {
-    if (bases_.size() > static_cast<size_t>(r) && bases_[r] != nullptr) {
-      size_t bytes = r == rank_ ? segment_bytes_ : headers_[r] ? headers_[r]->segment_bytes : segment_bytes_;
-      munmap(bases_[r], bytes);
-    }
-  }
+  // segments_ unmap each segment once no Context of this process uses it.
   for (const PeerMapping& m : peer_mappings_) munmap(m.base, m.bytes);
 }
 
@@ -462,11 +504,85 @@ StatusOr<uint8_t*> Context::MapShared(int peer, const SharedRef& ref, const OpCo
   return *base + ref.offset;
 }
 
+namespace {
+std::atomic<PeerAccessHook> g_peer_access_hook{nullptr};
+}  // namespace
+
+void SetPeerAccessHookForTesting(PeerAccessHook hook) { g_peer_access_hook.store(hook, std::memory_order_seq_cst); }
+
+void Context::ExposeBuffers() {
+  // The publishing LL step gets sequence ll_seq_ + 1 on every rank (LL
+  // steps run in lockstep), so peers recognise this exposure by it.
+  headers_[rank_]->exposed.store(ll_seq_ + 1, std::memory_order_seq_cst);
+}
+
+void Context::WithdrawBuffers() {
+  SegmentHeader* me = headers_[rank_];
+  if (me->exposed.load(std::memory_order_relaxed) == 0) return;
+  // Dekker-style with EnterPeer (all seq_cst): either a peer sees the
+  // withdrawal and stays out, or this rank sees it inside and waits.
+  me->exposed.store(0, std::memory_order_seq_cst);
+  if (me->local_users.load(std::memory_order_seq_cst) == 0) return;
+  // A peer thread inside finishes its current piece (<= kPeerPiece bytes)
+  // and leaves when it re-checks. It cannot be stopped on its own (it is a
+  // thread of this process), so this wait is short; the bound only turns
+  // a bug into a clear failure instead of a use-after-free.
+  const int64_t give_up = NowNs() + 120'000'000'000;
+  while (me->local_users.load(std::memory_order_seq_cst) != 0) {
+    TESSERA_CHECK(NowNs() < give_up,
+                  "shm rank {}: a peer thread stayed inside this rank's buffers for 120 s after it left the "
+                  "operation; refusing to return while the memory may still be in use",
+                  rank_);
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+Status Context::EnterPeer(int peer, const OpContext& ctx) const {
+  if (!SameProcess(peer)) return Status::Ok();
+  SegmentHeader* h = headers_[peer];
+  h->local_users.fetch_add(1, std::memory_order_seq_cst);
+  if (h->exposed.load(std::memory_order_seq_cst) != ll_seq_) {
+    h->local_users.fetch_sub(1, std::memory_order_seq_cst);
+    return Aborted("{}: {} withdrew its buffers (it left the operation: it failed or timed out)", ctx.Name(),
+                   PeerDescription(peer));
+  }
+  Status st = StillExposed(peer, ctx);
+  if (!st.ok()) h->local_users.fetch_sub(1, std::memory_order_seq_cst);
+  return st;
+}
+
+void Context::LeavePeer(int peer) const {
+  if (SameProcess(peer)) headers_[peer]->local_users.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+Status Context::StillExposed(int peer, const OpContext& ctx) const {
+  if (PeerAccessHook hook = g_peer_access_hook.load(std::memory_order_seq_cst)) hook(rank_, peer);
+  if (ctx.Aborted()) return Aborted("{}: aborted on this rank (Communicator::Abort)", ctx.Name());
+  if (SameProcess(peer) && headers_[peer]->exposed.load(std::memory_order_seq_cst) != ll_seq_) {
+    return Aborted("{}: {} withdrew its buffers (it left the operation: it failed or timed out)", ctx.Name(),
+                   PeerDescription(peer));
+  }
+  return Status::Ok();
+}
+
+Status Context::AccessPeerInPieces(int peer, size_t bytes, const std::function<void(size_t, size_t)>& fn,
+                                   const OpContext& ctx) const {
+  TESSERA_RETURN_IF_ERROR(EnterPeer(peer, ctx));
+  Status st;
+  for (size_t off = 0; off < bytes && st.ok(); off += kPeerPiece) {
+    if (off > 0) st = StillExposed(peer, ctx);
+    if (st.ok()) fn(off, std::min(kPeerPiece, bytes - off));
+  }
+  LeavePeer(peer);
+  return st;
+}
+
 Status Context::ReadPeer(int peer, void* dst, const void* remote, size_t bytes, const OpContext& ctx) const {
   if (bytes == 0) return Status::Ok();
-  if (pids_[peer] == getpid()) {  // ranks as threads: one address space
-    std::memcpy(dst, remote, bytes);
-    return Status::Ok();
+  if (SameProcess(peer)) {  // ranks as threads: one address space
+    auto* d = static_cast<uint8_t*>(dst);
+    const auto* r = static_cast<const uint8_t*>(remote);
+    return AccessPeerInPieces(peer, bytes, [&](size_t off, size_t len) { std::memcpy(d + off, r + off, len); }, ctx);
   }
   constexpr size_t kPiece = 8 << 20;  // check for abort between pieces
   auto* l = static_cast<uint8_t*>(dst);

@@ -45,6 +45,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,6 +76,13 @@ struct Options {
 };
 
 struct SegmentHeader;
+// One mapping of a rank's segment, shared by the Contexts of this process
+// (context.cc); unmapped when the last one lets go.
+struct MappedSegment {
+  uint8_t* base = nullptr;
+  size_t bytes = 0;
+  ~MappedSegment();
+};
 
 class Context final : public Transport {
  public:
@@ -118,6 +126,33 @@ class Context final : public Transport {
   bool single_copy() const { return single_copy_; }
   bool SameProcess(int peer) const { return pids_[peer] == pids_[rank_]; }
   Status ReadPeer(int peer, void* dst, const void* remote, size_t bytes, const OpContext& ctx) const;
+
+  // Buffer exposure (single and zero copy). A rank whose user buffers peers
+  // will touch directly calls ExposeBuffers() right before the LL step that
+  // publishes them, and WithdrawBuffers() when it leaves the operation,
+  // however it leaves (Communicator's executor does, after every
+  // collective). Withdrawal waits until no peer thread of this process is
+  // inside those buffers: a rank that timed out or failed must not return
+  // to a caller who frees the memory while a peer still copies from or
+  // into it. Peers enter with EnterPeer (counted; refused once the owner
+  // withdrew) and re-check with StillExposed between pieces of at most
+  // kPeerPiece bytes, so a withdrawal waits for one piece at most. Peers in
+  // other processes need no count: they reach the memory only through
+  // process_vm_readv (which fails or reads stale bytes, never ours) or
+  // through their own mapping of a shared allocation (which keeps its
+  // pages), and a failed owner has aborted the group, so their operation
+  // fails too.
+  static constexpr size_t kPeerPiece = 1 << 20;
+  void ExposeBuffers();
+  void WithdrawBuffers();
+  Status EnterPeer(int peer, const OpContext& ctx) const;  // no-op for other processes
+  void LeavePeer(int peer) const;
+  Status StillExposed(int peer, const OpContext& ctx) const;
+  // Runs fn(offset, length) over [0, bytes) in pieces of kPeerPiece inside
+  // `peer`'s exposed buffers (EnterPeer / StillExposed / LeavePeer around
+  // it). Same-process peers only (fn touches the peer's memory directly).
+  Status AccessPeerInPieces(int peer, size_t bytes, const std::function<void(size_t, size_t)>& fn,
+                            const OpContext& ctx) const;
 
   // Zero copy (see above): true when every rank can map every other's
   // shared buffers. MapShared returns where `ref` (published by `peer`)
@@ -170,6 +205,7 @@ class Context final : public Transport {
   size_t ll_offset_ = 0;
   uint32_t ll_seq_ = 0;
   std::vector<uint8_t*> bases_;  // mapped segments by rank (ours included)
+  std::vector<std::shared_ptr<MappedSegment>> segments_;  // owning bases_
   std::vector<SegmentHeader*> headers_;
   std::vector<uint8_t*> windows_;
   std::vector<Pair> pairs_;  // by peer rank (ours unused)
@@ -183,5 +219,11 @@ class Context final : public Transport {
   int64_t alltoall_single_copy_bytes_ = -1;
   std::atomic<uint64_t> zero_copy_ops_{0};
 };
+
+// Test-only fault injection: when set, called by rank `rank` each time it is
+// inside `peer`'s exposed buffers (after entering, and between pieces), so a
+// test can stall a reader mid-transfer. nullptr clears it.
+using PeerAccessHook = void (*)(int rank, int peer);
+void SetPeerAccessHookForTesting(PeerAccessHook hook);
 
 }  // namespace tessera::comm::transport::shm
