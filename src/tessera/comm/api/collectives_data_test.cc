@@ -203,5 +203,28 @@ TEST(CollectivesData, AllToAllVSizeMismatchIsAnError) {
   });
 }
 
+// In place, a rank that sends nothing still receives (pairwise exchange:
+// its empty send copy must not touch a null scratch buffer -- UBSan's
+// "null pointer passed as argument 1" in the sanitizer suite before the fix).
+TEST(CollectivesData, PairwiseInPlaceAllToAllOfARankThatSendsNothing) {
+  RunRanks(2, TestOptions("all_to_all=pairwise,all_to_allv=pairwise"), [&](int r, Communicator& c) {
+    std::vector<float> buf = {10.0f + r, 11.0f + r, -1.0f, -1.0f};
+    std::vector<size_t> sc = {0, 0}, sd = {0, 0}, rc = {0, 2}, rd = {0, 0};
+    if (r == 1) {
+      sc = {2, 0};
+      rc = {0, 0};
+    }
+    Status st = c.AllToAllV(buf.data(), sc, sd, buf.data(), rc, rd, DataType::kFloat32);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    if (r == 0) {
+      EXPECT_EQ(buf[0], 11.0f);
+      EXPECT_EQ(buf[1], 12.0f);
+    }
+    // Nothing at all, in place.
+    st = c.AllToAll(buf.data(), buf.data(), 0, DataType::kFloat32);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  });
+}
+
 }  // namespace
 }  // namespace tessera::comm
