@@ -5,7 +5,13 @@ JOBS ?= $(shell nproc)
 CONFIG ?= configs/train/default.toml
 NPROC ?= 8
 
-.PHONY: deps configure build run test bench clean
+# Sanitizer suites (.ci/run runs both after `make test`): every test under
+# AddressSanitizer + UndefinedBehaviorSanitizer, and the tests whose ranks
+# are threads (communication library, parallel runtime) under
+# ThreadSanitizer. Each has its own build tree; ccache shares compiles.
+TSAN_TESTS ?= comm_test parallel_test
+
+.PHONY: deps configure build run test test-asan test-tsan bench clean
 
 deps:
 	@./scripts/install-deps.sh
@@ -22,8 +28,18 @@ run: build
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
+test-asan: deps
+	@if [ ! -f build-asan/build.ninja ]; then cmake --preset asan; fi
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ctest --output-on-failure -j $(JOBS)
+
+test-tsan: deps
+	@if [ ! -f build-tsan/build.ninja ]; then cmake --preset tsan; fi
+	cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)
+	cd build-tsan && ctest --output-on-failure -j $(JOBS) -R '^($(subst $(eval) ,|,$(TSAN_TESTS)))$$'
+
 bench: build
 	./bench/run_all.sh
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) build-asan build-tsan

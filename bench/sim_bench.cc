@@ -27,7 +27,7 @@ const ClusterSpec& Preset(const std::string& name) {
   static std::map<std::string, ClusterSpec> cache;
   auto it = cache.find(name);
   if (it == cache.end()) {
-    auto path = std::filesystem::path(__FILE__).parent_path() / "../configs/clusters" / (name + ".toml");
+    auto path = std::filesystem::path(TESSERA_SOURCE_DIR) / "configs/clusters" / (name + ".toml");
     auto spec = LoadClusterSpec(path.string());
     if (!spec.ok()) {
       std::fprintf(stderr, "%s\n", spec.status().ToString().c_str());

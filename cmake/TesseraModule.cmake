@@ -1,7 +1,8 @@
 # tessera_module(NAME [RECURSE] DEPS a b ... [TEST_DEPS c ...])
 #   Builds library tessera_NAME (alias tessera::NAME) from every *.cc in the
 #   current folder (and subfolders with RECURSE) except *_test.cc, and one GoogleTest binary NAME_test from
-#   the *_test.cc files, registered with CTest under label "unit".
+#   the *_test.cc files, registered with CTest under label "unit" (with
+#   TESSERA_SOURCE_DIR defined and TESSERA_TEST_ENV as its environment).
 function(tessera_module name)
   cmake_parse_arguments(ARG "RECURSE" "" "DEPS;TEST_DEPS" ${ARGN})
   if(ARG_RECURSE)
@@ -27,8 +28,9 @@ function(tessera_module name)
   if(tests)
     add_executable(${name}_test ${tests})
     target_link_libraries(${name}_test PRIVATE tessera_${name} ${ARG_TEST_DEPS} GTest::gtest GTest::gtest_main)
+    # Tests find configs/ through this (not __FILE__: ccache makes paths relative).
+    target_compile_definitions(${name}_test PRIVATE TESSERA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
     add_test(NAME ${name}_test COMMAND ${name}_test)
-    # Passive OpenMP waits: tests run in parallel on few cores (see tools/tessera/main.cc).
-    set_tests_properties(${name}_test PROPERTIES LABELS unit TIMEOUT 900 ENVIRONMENT "OMP_WAIT_POLICY=passive")
+    set_tests_properties(${name}_test PROPERTIES LABELS unit TIMEOUT 900 ENVIRONMENT "${TESSERA_TEST_ENV}")
   endif()
 endfunction()

@@ -1,7 +1,6 @@
 // Helpers shared by the sim tests: preset paths and small hand-built specs.
 #pragma once
 
-#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -13,7 +12,7 @@
 namespace tessera::sim::testing {
 
 inline std::string PresetPath(const std::string& name) {
-  return (std::filesystem::path(__FILE__).parent_path() / "../../../configs/clusters" / (name + ".toml")).string();
+  return std::string(TESSERA_SOURCE_DIR) + "/configs/clusters/" + name + ".toml";
 }
 
 inline ClusterSpec LoadPreset(const std::string& name) {
