@@ -27,6 +27,7 @@
 namespace tessera {
 namespace {
 
+using testing::FreePort;
 using testing::ProcResult;
 using testing::RunCommand;
 using testing::Subprocess;
@@ -39,12 +40,6 @@ std::string Self() {
   char buf[4096];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
-
-int FreePort() {
-  // Ports from a per-process range; the store retries on conflicts.
-  static int next = 31000 + (::getpid() % 2000) * 8;
-  return next++;
 }
 
 std::string Show(const ProcResult& r) {

@@ -2,12 +2,16 @@
 // capturing stdout and stderr separately, optionally watching its output
 // while it runs (to signal it at the right moment). Never waits unbounded:
 // on timeout the child's process group is SIGKILLed and timed_out is set.
-// Not thread-safe; one Subprocess per thread.
+// Not thread-safe; one Subprocess per thread. FreePort: a port for a store
+// a test starts.
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +25,33 @@
 extern char** environ;
 
 namespace tessera::testing {
+
+// A TCP port for a store a test starts: below the kernel's ephemeral range
+// (32768-60999 here), so no outgoing connection of this or a concurrent test
+// can be holding it, from a per-process (pid) sequence, and probed free by
+// binding it as the store does (any address, SO_REUSEADDR). Kernel-chosen
+// ports (bind to 0) or ranges reaching into the ephemeral range collided
+// with client sockets of tests running in parallel ("Address already in
+// use" under the sanitizers' slower timing).
+inline int FreePort() {
+  static int next = 20000 + static_cast<int>(::getpid() % 1000) * 12;
+  for (int tries = 0; tries < 2000; ++tries) {
+    const int port = next++;
+    if (next >= 32000) next = 20000;
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::close(fd);
+    if (free) return port;
+  }
+  return next;
+}
 
 struct ProcResult {
   int exit_code = -1;   // when it exited normally

@@ -23,7 +23,14 @@
 
 #include "tessera/tensor/tensor.h"
 
+#if defined(__SANITIZE_THREAD__)
+// The ifunc resolvers of target_clones run during relocation, before
+// ThreadSanitizer's runtime is up, and crash there (GCC 12): TSan builds
+// use the default clone only.
+#define TESSERA_MULTIVERSION
+#else
 #define TESSERA_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "default")))
+#endif
 #define TESSERA_ALWAYS_INLINE [[gnu::always_inline]] inline
 
 namespace tessera::ops::kern {
