@@ -7,9 +7,9 @@ NPROC ?= 8
 
 # Sanitizer suites (.ci/run runs both after `make test`): every test under
 # AddressSanitizer + UndefinedBehaviorSanitizer, and the tests whose ranks
-# are threads (communication library, parallel runtime) under
+# are threads (communication library, parallel runtime, trainer, tape) under
 # ThreadSanitizer. Each has its own build tree; ccache shares compiles.
-TSAN_TESTS ?= comm_test parallel_test
+TSAN_TESTS ?= comm_test parallel_test train_test graph_test
 
 .PHONY: deps configure build run test test-asan test-tsan bench clean
 
