@@ -1,4 +1,4 @@
-// `tessera train CONFIG.toml [--set key=value ...] [--trace]`: training on one
+// `tessera train CONFIG.toml [--set key=value ...] [--resume DIR|latest] [--trace]`: training on one
 // process, or on every rank of a job started by `tessera launch` (torchrun,
 // mpirun, srun) with the parallel runtime when the config's parallel.* mesh
 // has more than one rank.
@@ -19,6 +19,7 @@ namespace {
 struct TrainArgs {
   std::string config;
   std::vector<std::string> overrides;
+  std::string resume;
   bool plain = false;
   bool help_config = false;
   bool trace = false;
@@ -68,6 +69,7 @@ Status RunTrain(const TrainArgs& args) {
   }
   if (args.config.empty()) return InvalidArgument("tessera train: a CONFIG.toml file is required");
   TESSERA_ASSIGN_OR_RETURN(train::TrainConfig config, train::TrainConfig::Load(args.config, args.overrides));
+  if (!args.resume.empty()) config.checkpoint.resume = args.resume;
   TESSERA_ASSIGN_OR_RETURN(comm::JobEnv job, comm::ReadJobEnv());
   if (config.parallel.is_parallel() || job.world_size > 1) return RunParallel(config, args);
   train::TrainerOptions options;
@@ -86,6 +88,9 @@ void RegisterTrainCommand(CLI::App& app) {
   cmd->add_option("config", args->config, "training config (TOML)");
   cmd->add_option("--set", args->overrides, "override a config key: --set train.steps=50 (repeatable)")
       ->allow_extra_args(false);
+  cmd->add_option("--resume", args->resume,
+                  "resume from a checkpoint: its directory, or 'latest' under checkpoint.dir (= --set "
+                  "checkpoint.resume=...)");
   cmd->add_flag("--plain", args->plain, "plain log lines instead of a progress bar");
   cmd->add_flag("--help-config", args->help_config, "list every config key and exit");
   cmd->add_flag("--trace", args->trace,

@@ -116,6 +116,12 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(const TrainCo
                                                                    comm::Communicator& world,
                                                                    const ParallelTrainerOptions& options) {
   TESSERA_RETURN_IF_ERROR(config.Validate());
+  if (config.checkpoint.every > 0 || config.checkpoint.every_seconds > 0 || config.checkpoint.mtbf_hours > 0 ||
+      !config.checkpoint.resume.empty()) {
+    return Unimplemented("[checkpoint] saving and resuming work for single-process runs only so far; this run "
+                         "has {} ranks (the multi-rank save and resharding load are not built yet)",
+                         world.size());
+  }
   std::unique_ptr<ParallelTrainer> t(new ParallelTrainer(config, world, options));
   t->is_rank0_ = world.rank() == 0;
   const parallel::ParallelConfig& pc = config.parallel;

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 namespace tessera::train {
 
@@ -38,13 +39,27 @@ Status WriteFileAtomic(const std::string& path, const std::string& contents) {
   return Status::Ok();
 }
 
-StatusOr<std::unique_ptr<RunRecord>> RunRecord::Create(const std::string& dir) {
+StatusOr<std::unique_ptr<RunRecord>> RunRecord::Create(const std::string& dir, int64_t resume_step) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return IoError("cannot create run directory '{}': {}", dir, ec.message());
   std::unique_ptr<RunRecord> r(new RunRecord(dir));
   std::string path = dir + "/metrics.jsonl";
-  r->metrics_ = std::fopen(path.c_str(), "w");
+  if (resume_step >= 0) {
+    // Keep the rows of steps <= resume_step (a torn last line from a crash
+    // does not parse and goes too), replace the file atomically, append.
+    std::string kept;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (row.is_object() && row.contains("step") && row["step"].is_number_integer() &&
+          row["step"].get<int64_t>() <= resume_step) {
+        kept += line + "\n";
+      }
+    }
+    TESSERA_RETURN_IF_ERROR(WriteFileAtomic(path, kept));
+  }
+  r->metrics_ = std::fopen(path.c_str(), resume_step >= 0 ? "a" : "w");
   if (r->metrics_ == nullptr) return IoError("cannot open '{}': {}", path, std::strerror(errno));
   return r;
 }

@@ -6,7 +6,9 @@
 // Errors name the path. Single-threaded use.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -17,7 +19,10 @@ namespace tessera::train {
 
 class RunRecord {
  public:
-  static StatusOr<std::unique_ptr<RunRecord>> Create(const std::string& dir);
+  // A fresh record; or, for a run resumed after `resume_step`, the existing
+  // metrics.jsonl's rows up to that step kept (rows of later steps, which
+  // the resumed run repeats, dropped) and appended to.
+  static StatusOr<std::unique_ptr<RunRecord>> Create(const std::string& dir, int64_t resume_step = -1);
   ~RunRecord();
 
   const std::string& dir() const { return dir_; }

@@ -87,6 +87,17 @@ void BindAll(ConfigSchema& s, TrainConfig& c, EnumText& e, int64_t& model_seed) 
   s.Bind("eval.every", &c.eval.every, "steps between evaluations (0 = end only)");
   s.Bind("eval.samples", &c.eval.samples, "held-out sequences per evaluation");
   s.Bind("eval.batch", &c.eval.batch, "sequences per evaluation batch");
+
+  s.Bind("checkpoint.dir", &c.checkpoint.dir, "checkpoint folder (\"\" = <train.out_dir>/<name>/checkpoints)");
+  s.Bind("checkpoint.every", &c.checkpoint.every, "save a checkpoint every N steps, asynchronously (0 = not by steps)");
+  s.Bind("checkpoint.every_seconds", &c.checkpoint.every_seconds,
+         "save when this many seconds passed since the last save (0 = not by time)");
+  s.Bind("checkpoint.mtbf_hours", &c.checkpoint.mtbf_hours,
+         "mean time between failures of this job; with no interval set, saves every sqrt(2 x measured save cost x "
+         "MTBF) seconds (Young/Daly; 0 = off)");
+  s.Bind("checkpoint.keep", &c.checkpoint.keep, "checkpoints kept (older ones are deleted after a save)");
+  s.Bind("checkpoint.resume", &c.checkpoint.resume,
+         "resume from a checkpoint directory or \"latest\" (of checkpoint.dir); \"\" = start fresh");
 }
 
 }  // namespace
@@ -155,6 +166,11 @@ Status TrainConfig::Validate() const {
   if (eval.every < 0 || eval.samples < 1 || eval.batch < 1) {
     return InvalidArgument("eval.every must be >= 0 and eval.samples, eval.batch >= 1 (got {}, {}, {})", eval.every,
                            eval.samples, eval.batch);
+  }
+  if (checkpoint.every < 0 || checkpoint.every_seconds < 0 || checkpoint.mtbf_hours < 0 || checkpoint.keep < 1) {
+    return InvalidArgument("checkpoint.every, every_seconds and mtbf_hours must be >= 0 and checkpoint.keep >= 1 "
+                           "(got {}, {}, {}, {})",
+                           checkpoint.every, checkpoint.every_seconds, checkpoint.mtbf_hours, checkpoint.keep);
   }
   TESSERA_RETURN_IF_ERROR(
       parallel::ValidateParallelConfig(parallel, model, train.global_batch, train.micro_batch));

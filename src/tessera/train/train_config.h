@@ -5,6 +5,7 @@
 //   [data]          which dataset: kind = "arithmetic" | "text" | "shards"
 //   [train]         steps, batch sizes, optimizer, schedule, seed, logging
 //   [eval]          how often and on how many held-out samples
+//   [checkpoint]    where, how often and how many checkpoints; resume
 //   [parallel]      dp, tp, pp, ep degrees, ZeRO stage, schedule (see
 //                   parallel/parallel_config.h); train.precision,
 //                   train.recompute, train.offload_optimizer and
@@ -56,12 +57,24 @@ struct EvalOptions {
   int64_t batch = 64;
 };
 
+// [checkpoint]: periodic asynchronous checkpoints and resuming
+// (train/checkpointing.h). Single-process runs only, so far.
+struct CheckpointOptions {
+  std::string dir = "";    // "" = <train.out_dir>/<name>/checkpoints
+  int64_t every = 0;          // save every N steps (0: not by steps)
+  double every_seconds = 0;   // save when this many seconds passed since the last save (0: not by time)
+  double mtbf_hours = 0;      // > 0 and no interval set: every_seconds from Young/Daly (checkpointing.h)
+  int64_t keep = 3;           // keep the last K checkpoints
+  std::string resume = ""; // a checkpoint directory, "latest" (of dir), or "" (start fresh)
+};
+
 struct TrainConfig {
   std::string name = "run";
   models::GptConfig model;
   DataOptions data;
   TrainOptions train;
   EvalOptions eval;
+  CheckpointOptions checkpoint;
   parallel::ParallelConfig parallel;
 
   // Loads `path` then applies `overrides` ("train.steps=50"), validates.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 
 #include <fmt/ranges.h>
 
@@ -18,6 +19,7 @@
 #include "tessera/optim/adamw.h"
 #include "tessera/optim/clip.h"
 #include "tessera/optim/schedule.h"
+#include "tessera/train/checkpointing.h"
 #include "tessera/train/progress.h"
 #include "tessera/train/run_record.h"
 
@@ -46,6 +48,12 @@ nlohmann::json TrainSummary::ToJson() const {
           {"active_parameters", active_parameters},
           {"wall_s", wall_s}};
   if (!parallel.is_null()) j["parallel"] = parallel;
+  if (checkpoints > 0) {
+    j["checkpoint"] = {{"saves", checkpoints},
+                       {"snapshot_s", checkpoint_snapshot_s},
+                       {"write_s", checkpoint_write_s},
+                       {"interval_s", checkpoint_interval_s}};
+  }
   return j;
 }
 
@@ -139,12 +147,7 @@ Status Trainer::Run(TrainSummary* summary) {
 
 Status Trainer::RunImpl(TrainSummary* summary) {
   const TrainOptions& t = config_.train;
-  std::unique_ptr<RunRecord> record;
   std::string run_dir = t.out_dir + "/" + config_.name;
-  if (options_.write_records) {
-    TESSERA_ASSIGN_OR_RETURN(record, RunRecord::Create(run_dir));
-    TESSERA_RETURN_IF_ERROR(record->WriteJson("config.json", config_.ToJson()));
-  }
 
   optim::AdamWOptions ao;
   ao.beta1 = t.beta1;
@@ -173,6 +176,31 @@ Status Trainer::RunImpl(TrainSummary* summary) {
       dataset_->name(), t.steps, t.global_batch, config_.model.seq_len, hal::NumThreads(), peak_flops / 1e9,
       DTypeName(config_.model.compute_dtype)));
 
+  // Checkpoints (train/checkpointing.h): resume, then save every N steps.
+  const std::filesystem::path ckpt_root =
+      config_.checkpoint.dir.empty() ? std::filesystem::path(run_dir) / "checkpoints"
+                                     : std::filesystem::path(config_.checkpoint.dir);
+  int64_t first_step = 1;
+  if (!config_.checkpoint.resume.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(std::filesystem::path dir, ResolveResume(config_.checkpoint.resume, ckpt_root));
+    TESSERA_ASSIGN_OR_RETURN(ResumedState resumed, LoadTrainerCheckpoint(dir, *model_, opt));
+    if (resumed.step >= t.steps) {
+      return InvalidArgument("checkpoint '{}' is at step {}, not before train.steps = {}: nothing left to train",
+                             dir.string(), resumed.step, t.steps);
+    }
+    first_step = resumed.step + 1;
+    progress.Message(fmt::format("resumed from {} (step {})", dir.string(), resumed.step));
+  }
+  std::unique_ptr<RunRecord> record;
+  if (options_.write_records) {
+    TESSERA_ASSIGN_OR_RETURN(record, RunRecord::Create(run_dir, first_step > 1 ? first_step - 1 : -1));
+    TESSERA_RETURN_IF_ERROR(record->WriteJson("config.json", config_.ToJson()));
+  }
+  CheckpointSchedule schedule(config_.checkpoint);
+  std::unique_ptr<AsyncCheckpointer> checkpointer;
+  if (schedule.enabled()) checkpointer = std::make_unique<AsyncCheckpointer>(ckpt_root, config_.checkpoint.keep);
+  auto last_save = Clock::now();
+
   hal::CpuDevice().allocator().ResetPeak();
   model_->SetTraining(true);
   auto start = Clock::now();
@@ -183,7 +211,7 @@ Status Trainer::RunImpl(TrainSummary* summary) {
   EvalResult last_eval;
   bool have_eval = false;
   int64_t skipped_steps = 0;
-  for (int64_t step = 1; step <= t.steps; ++step) {
+  for (int64_t step = first_step; step <= t.steps; ++step) {
     auto s0 = Clock::now();
     model_->ZeroGrad();
     double loss_sum = 0, aux_sum = 0;
@@ -224,6 +252,11 @@ Status Trainer::RunImpl(TrainSummary* summary) {
       if (config_.model.moe.num_experts > 0) row["aux_loss"] = aux_sum / static_cast<double>(accum);
       TESSERA_RETURN_IF_ERROR(record->AppendMetrics(row));
     }
+    if (checkpointer && schedule.Due(step, first_step, Seconds(last_save, Clock::now()))) {
+      TESSERA_RETURN_IF_ERROR(checkpointer->Save(step, *model_, opt, config_.ToJson()));
+      schedule.Saved(checkpointer->last_snapshot_seconds());
+      last_save = Clock::now();
+    }
     bool eval_now = step == t.steps || (config_.eval.every > 0 && step % config_.eval.every == 0);
     if (eval_now) {
       last_eval = Evaluate();
@@ -238,10 +271,17 @@ Status Trainer::RunImpl(TrainSummary* summary) {
       }
     }
   }
+  if (checkpointer) TESSERA_RETURN_IF_ERROR(checkpointer->Wait());
   progress.Finish();
 
   TrainSummary s;
   s.steps = t.steps;
+  if (checkpointer) {
+    s.checkpoints = checkpointer->saves();
+    s.checkpoint_snapshot_s = checkpointer->snapshot_seconds();
+    s.checkpoint_write_s = checkpointer->write_seconds();
+    s.checkpoint_interval_s = schedule.interval_seconds();
+  }
   s.skipped_steps = skipped_steps;
   s.final_loss = losses.back();
   size_t tail = std::min<size_t>(10, losses.size());

@@ -45,6 +45,10 @@ struct TrainSummary {
   double wall_s = 0;
   std::string run_dir;
   nlohmann::json parallel;  // multi-rank runs: mesh, per-rank memory, comm fraction, bubble, stage balance
+  int64_t checkpoints = 0;            // checkpoints saved ([checkpoint] every)
+  double checkpoint_snapshot_s = 0;   // time they took on the training path (copies at step boundaries)
+  double checkpoint_write_s = 0;      // time their background writes took
+  double checkpoint_interval_s = 0;   // time-based interval in force (every_seconds or Young/Daly; 0: none)
   nlohmann::json ToJson() const;
 };
 

@@ -1,0 +1,105 @@
+// Checkpoints of a single-process Trainer ([checkpoint] in the config).
+// A training state is: the model's parameters, AdamW's state (moments and
+// per-parameter step counts), the step, and the model's dropout counter
+// (forward_count). Data order depends only on (train.seed, step), so the
+// step is the data-loader position too: a resumed run sees exactly the
+// samples, dropout masks and learning rates the uninterrupted run would,
+// and ends with bitwise-identical parameters.
+//
+// On disk it is a one-shard checkpoint (parallel/checkpoint/) in
+// <root>/step-<N>/: tensors "model/<name>" and "optim/<key>", metadata
+// {"kind": "tessera-trainer", "step", "forward_count", "config"}.
+//
+// Saving is asynchronous: Save() copies the state into host buffers at a
+// step boundary (the only cost on the training path) and a background
+// thread writes the checkpoint (crash-safe: index last) and deletes all but
+// the last `keep`. The next Save() and Wait() report a failed write.
+// Not thread-safe: one training thread drives an AsyncCheckpointer.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/base/status.h"
+#include "tessera/models/gpt.h"
+#include "tessera/optim/adamw.h"
+#include "tessera/train/train_config.h"
+
+namespace tessera::train {
+
+// When to save: every `every` steps and/or once `every_seconds` passed since
+// the last save. With neither set and mtbf_hours > 0, the interval is Young
+// and Daly's sqrt(2 C M) (sim::YoungDalyInterval, the simulator's fault
+// model) with M the configured MTBF and C the measured cost of a save on
+// the training path; the first step of the run saves once to measure C.
+class CheckpointSchedule {
+ public:
+  explicit CheckpointSchedule(const CheckpointOptions& options)
+      : options_(options), interval_s_(options.every_seconds > 0 ? options.every_seconds : 0) {}
+  bool enabled() const { return options_.every > 0 || options_.every_seconds > 0 || options_.mtbf_hours > 0; }
+  // Whether to save after `step` (the run's first step is `first_step`),
+  // `since_last_s` seconds after the last save (or the run's start).
+  bool Due(int64_t step, int64_t first_step, double since_last_s) const;
+  // After a save that stalled training for `blocking_s`.
+  void Saved(double blocking_s);
+  double interval_seconds() const { return interval_s_; }  // by time, in force (0: none)
+
+ private:
+  CheckpointOptions options_;
+  double interval_s_ = 0;
+  bool measured_ = false;
+};
+
+class AsyncCheckpointer {
+ public:
+  AsyncCheckpointer(std::filesystem::path root, int64_t keep);
+  ~AsyncCheckpointer();  // waits for a save in flight (its error is logged)
+  AsyncCheckpointer(const AsyncCheckpointer&) = delete;
+  AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
+
+  // Waits for the previous save (returning its error, if any), snapshots the
+  // state after `step` and starts writing it.
+  Status Save(int64_t step, const models::Gpt& model, const optim::AdamW& optimizer, const nlohmann::json& config);
+  // Waits for the save in flight; its status.
+  Status Wait();
+
+  const std::filesystem::path& root() const { return root_; }
+  int64_t saves() const { return saves_; }
+  double snapshot_seconds() const { return snapshot_s_; }  // on the training path, all saves
+  double last_snapshot_seconds() const { return last_snapshot_s_; }
+  double write_seconds() const { return write_s_; }        // in the background, all finished saves
+
+ private:
+  struct Snapshot;
+  std::filesystem::path root_;
+  int64_t keep_;
+  std::thread writer_;
+  Status write_status_;
+  int64_t saves_ = 0;
+  double snapshot_s_ = 0;
+  double last_snapshot_s_ = 0;
+  double write_s_ = 0;
+  double pending_write_s_ = 0;
+};
+
+// The checkpoint directory `spec` names: "latest" (the highest step under
+// `root`; NotFound when there is none) or a path (which must hold one).
+StatusOr<std::filesystem::path> ResolveResume(const std::string& spec, const std::filesystem::path& root);
+
+struct ResumedState {
+  int64_t step = 0;
+  uint64_t forward_count = 0;
+};
+
+// Loads checkpoint `dir` into a freshly built model and optimizer (same
+// model config: names, shapes and dtypes must match, else nothing changes
+// and the error names the tensors). Verifies every shard first.
+StatusOr<ResumedState> LoadTrainerCheckpoint(const std::filesystem::path& dir, models::Gpt& model,
+                                             optim::AdamW& optimizer);
+
+}  // namespace tessera::train
