@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <span>
 #include <vector>
 
 #include "tessera/base/logging.h"
@@ -172,14 +173,12 @@ StatusOr<ResumedState> LoadTrainerCheckpoint(const std::filesystem::path& dir, m
     if (!is_model && !is_optim) return InvalidArgument("'{}': unexpected tensor '{}'", dir.string(), name);
     StatusOr<DType> dtype = FromStorage(global.dtype, name);
     if (!dtype.ok()) return dtype.status().WithContext(where());
-    StatusOr<ck::TensorData> data = reader.ReadTensor(name);
-    if (!data.ok()) return data.status().WithContext(where());
-    Tensor t = Tensor::Empty(data->shape, *dtype);
-    if (t.nbytes() != data->bytes.size()) {
-      return Internal("'{}': tensor '{}' holds {} bytes for shape {}", dir.string(), name, data->bytes.size(),
-                      ShapeString(data->shape));
-    }
-    if (!data->bytes.empty()) std::memcpy(t.raw_data(), data->bytes.data(), data->bytes.size());
+    // Straight into the new tensor's memory (no intermediate copy).
+    Tensor t = Tensor::Empty(global.shape, *dtype);
+    const std::vector<int64_t> origin(global.shape.size(), 0);
+    Status read = reader.ReadSliceInto(name, origin, global.shape,
+                                       std::span<std::byte>(static_cast<std::byte*>(t.raw_data()), t.nbytes()));
+    if (!read.ok()) return read.WithContext(where());
     (is_model ? model_state : optim_state)[name.substr(is_model ? sizeof(kModelPrefix) - 1 : sizeof(kOptimPrefix) - 1)] =
         t;
   }
