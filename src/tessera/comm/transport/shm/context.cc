@@ -117,7 +117,7 @@ struct SegmentHeader {
   alignas(64) std::atomic<uint32_t> waiting{0};     // this rank is blocked waiting for peers
   // Buffer exposure (context.h): the LL step that published this rank's
   // buffers (0: none exposed), and how many same-process peers are inside.
-  alignas(64) std::atomic<uint32_t> exposed{0};
+  alignas(64) std::atomic<uint64_t> exposed{0};
   std::atomic<int32_t> local_users{0};
   char abort_reason[512] = {};
 };
@@ -511,9 +511,10 @@ std::atomic<PeerAccessHook> g_peer_access_hook{nullptr};
 void SetPeerAccessHookForTesting(PeerAccessHook hook) { g_peer_access_hook.store(hook, std::memory_order_seq_cst); }
 
 void Context::ExposeBuffers() {
-  // The publishing LL step gets sequence ll_seq_ + 1 on every rank (LL
-  // steps run in lockstep), so peers recognise this exposure by it.
-  headers_[rank_]->exposed.store(ll_seq_ + 1, std::memory_order_seq_cst);
+  // The publishing LL step is number ll_steps_ + 1 on every rank (LL steps
+  // run in lockstep; a 64-bit count, never 0, never wraps), so peers
+  // recognise this exposure by it.
+  headers_[rank_]->exposed.store(ll_steps_ + 1, std::memory_order_seq_cst);
 }
 
 void Context::WithdrawBuffers() {
@@ -541,7 +542,7 @@ Status Context::EnterPeer(int peer, const OpContext& ctx) const {
   if (!SameProcess(peer)) return Status::Ok();
   SegmentHeader* h = headers_[peer];
   h->local_users.fetch_add(1, std::memory_order_seq_cst);
-  if (h->exposed.load(std::memory_order_seq_cst) != ll_seq_) {
+  if (h->exposed.load(std::memory_order_seq_cst) != ll_steps_) {
     h->local_users.fetch_sub(1, std::memory_order_seq_cst);
     return Aborted("{}: {} withdrew its buffers (it left the operation: it failed or timed out)", ctx.Name(),
                    PeerDescription(peer));
@@ -558,7 +559,7 @@ void Context::LeavePeer(int peer) const {
 Status Context::StillExposed(int peer, const OpContext& ctx) const {
   if (PeerAccessHook hook = g_peer_access_hook.load(std::memory_order_seq_cst)) hook(rank_, peer);
   if (ctx.Aborted()) return Aborted("{}: aborted on this rank (Communicator::Abort)", ctx.Name());
-  if (SameProcess(peer) && headers_[peer]->exposed.load(std::memory_order_seq_cst) != ll_seq_) {
+  if (SameProcess(peer) && headers_[peer]->exposed.load(std::memory_order_seq_cst) != ll_steps_) {
     return Aborted("{}: {} withdrew its buffers (it left the operation: it failed or timed out)", ctx.Name(),
                    PeerDescription(peer));
   }
@@ -719,6 +720,7 @@ const uint8_t* Context::LlData(int rank) const {
 Status Context::LlStep(const void* data, size_t bytes, const OpContext& ctx) {
   TESSERA_CHECK(bytes <= ll_capacity(), "{}: {} bytes exceed the {}-byte LL slot", ctx.Name(), bytes, ll_capacity());
   ++ll_seq_;
+  ++ll_steps_;
   const int parity = static_cast<int>(ll_seq_ & 1u);
   PackedFutexWord* mine = LlFlag(bases_[rank_], ll_offset_, ll_bytes_, parity);
   if (bytes > 0) std::memcpy(reinterpret_cast<uint8_t*>(mine) + sizeof(PackedFutexWord), data, bytes);

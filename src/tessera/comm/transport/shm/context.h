@@ -204,6 +204,7 @@ class Context final : public Transport {
   size_t ll_bytes_ = 0;  // per parity, flag included
   size_t ll_offset_ = 0;
   uint32_t ll_seq_ = 0;
+  uint64_t ll_steps_ = 0;  // LL steps so far (ll_seq_ without wrap-around): buffer exposure tokens
   std::vector<uint8_t*> bases_;  // mapped segments by rank (ours included)
   std::vector<std::shared_ptr<MappedSegment>> segments_;  // owning bases_
   std::vector<SegmentHeader*> headers_;
