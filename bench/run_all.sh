@@ -10,6 +10,8 @@ for b in build/bin/*_bench; do
   echo "== $b"
   "$b" --benchmark_min_time=0.2
 done
+echo "== checkpoint overhead per step (asynchronous saving)"
+bench/checkpoint_overhead.sh 150 3 10 1
 echo "== training throughput vs PyTorch"
 bench/compare_torch.sh configs/train/default.toml 40 3
 echo "== parallel training: scaling and the default 8-rank mesh"
