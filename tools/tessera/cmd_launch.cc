@@ -1,10 +1,17 @@
 // `tessera launch --nproc N [--nnodes M --node-rank R --master ADDR:PORT]
-//  [--token T] [--timeout S] [--grace S] -- CMD ARGS...`: starts N local
-// ranks of CMD with the torchrun-style job environment (RANK, WORLD_SIZE,
-// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TESSERA_JOB_TOKEN),
-// hosts the job's store on node 0, prefixes output lines with the rank,
-// forwards signals, and stops the job when a rank fails. The exit code is
-// the job's (see comm/launcher.h).
+//  [--token T] [--timeout S] [--grace S] [--max-restarts N] [--spares K]
+//  [--heartbeat-timeout S] [--heartbeat-interval S] [--events PATH]
+//  -- CMD ARGS...`: starts N local ranks of CMD with the torchrun-style job
+// environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT, TESSERA_JOB_TOKEN), hosts the job's store on node 0,
+// prefixes output lines with the rank, forwards signals, and stops the job
+// when a rank fails. As an agent (comm/launcher_agent.h) it watches the
+// ranks' heartbeats (a rank silent for --heartbeat-timeout, default 30 s,
+// counts as failed; 0 turns this off), restarts the whole group after a
+// failure up to --max-restarts times (default 0: a failure ends the job),
+// keeps --spares warm spare processes (Tessera workers only) that take a
+// failed rank's place, and writes every event to --events (JSON lines).
+// The exit code is the job's (see comm/launcher.h).
 #include <cmath>
 #include <memory>
 #include <string>
@@ -28,6 +35,11 @@ struct LaunchArgs {
   double grace_s = 5;
   double connect_timeout_s = 300;
   bool no_prefix = false;
+  int max_restarts = 0;
+  int spares = 0;
+  double heartbeat_timeout_s = 30;
+  double heartbeat_interval_s = 0;
+  std::string events;
   std::vector<std::string> command;
 };
 
@@ -48,6 +60,14 @@ Status ToOptions(const LaunchArgs& a, comm::LaunchOptions* o) {
   o->grace = Seconds(a.grace_s);
   o->connect_timeout = Seconds(a.connect_timeout_s);
   o->prefix_output = !a.no_prefix;
+  if (a.heartbeat_timeout_s < 0 || a.heartbeat_interval_s < 0) {
+    return InvalidArgument("--heartbeat-timeout and --heartbeat-interval must be >= 0");
+  }
+  o->max_restarts = a.max_restarts;
+  o->spares = a.spares;
+  o->heartbeat_timeout = Seconds(a.heartbeat_timeout_s);
+  o->heartbeat_interval = Seconds(a.heartbeat_interval_s);
+  o->events_path = a.events;
   o->command = a.command;
   return Status::Ok();
 }
@@ -81,6 +101,21 @@ void RegisterLaunchCommand(CLI::App& app) {
   cmd->add_option("--connect-timeout", args->connect_timeout_s,
                   "seconds to wait for node 0's store (and, on node 0, for the other nodes to finish)");
   cmd->add_flag("--no-prefix", args->no_prefix, "do not prefix output lines with [rank R]");
+  cmd->add_option("--max-restarts", args->max_restarts,
+                  "restart the whole group after a rank fails, at most N times (default 0: a failure ends the job)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--spares", args->spares,
+                  "keep K warm spare processes that take a failed rank's place (needs --max-restarts and a "
+                  "Tessera worker)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--heartbeat-timeout", args->heartbeat_timeout_s,
+                  "a rank (or, multi-node, another node's agent) silent this many seconds counts as failed; 0: "
+                  "not watched (default 30)");
+  cmd->add_option("--heartbeat-interval", args->heartbeat_interval_s,
+                  "seconds between heartbeats (default: min(1, timeout/4))");
+  cmd->add_option("--events", args->events,
+                  "append every agent event (failure, restart, spare_assigned, restored, gave_up, done) to this "
+                  "JSON-lines file, e.g. runs/NAME/events.jsonl");
   cmd->add_option("command", args->command, "the command to run, after --")->required();
   cmd->callback([args] { Run(*args); });
 }

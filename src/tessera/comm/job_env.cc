@@ -14,6 +14,7 @@
 
 #include "tessera/base/logging.h"
 #include "tessera/comm/auth.h"
+#include "tessera/comm/heartbeat.h"
 #include "tessera/comm/tcp_store.h"
 
 extern char** environ;
@@ -353,6 +354,14 @@ StatusOr<JobEnv> ParseJobEnv(const EnvMap& map) {
     if (v != "0" && v != "1") return InvalidArgument("TESSERA_STORE_HOSTED='{}' must be 0 or 1", v);
     job.store_hosted = v == "1";
   }
+  if (st.ok() && env.Has("TESSERA_RESTART_COUNT")) {
+    auto n = env.Int("TESSERA_RESTART_COUNT", 0, 1 << 30);
+    if (n.ok()) {
+      job.restart_count = *n;
+    } else {
+      st = n.status();
+    }
+  }
   if (!st.ok()) {
     return std::move(st).WithContext(
         fmt::format("while reading the job description from the environment ({} convention)",
@@ -361,7 +370,20 @@ StatusOr<JobEnv> ParseJobEnv(const EnvMap& map) {
   return job;
 }
 
-StatusOr<JobEnv> ReadJobEnv() { return ParseJobEnv(ProcessEnv()); }
+StatusOr<JobEnv> ReadJobEnv() {
+  TESSERA_RETURN_IF_ERROR(AwaitSpareAssignment());
+  return ParseJobEnv(ProcessEnv());
+}
+
+namespace {
+
+// The job's store as seen by one attempt of a restarted job (see header).
+std::shared_ptr<Store> ForAttempt(std::shared_ptr<Store> store, const JobEnv& job) {
+  if (job.restart_count <= 0) return store;
+  return std::shared_ptr<Store>(MakePrefixStore(std::move(store), fmt::format("attempt{}/", job.restart_count)));
+}
+
+}  // namespace
 
 StatusOr<std::shared_ptr<Store>> ConnectJobStore(const JobEnv& job, Timeout timeout) {
   if (job.world_size == 1 && !job.store_hosted) return MakeInMemoryStore();
@@ -422,8 +444,10 @@ StatusOr<std::shared_ptr<Store>> ConnectJobStore(const JobEnv& job, Timeout time
   if (!client.ok()) return client.status().WithContext(fmt::format("while connecting {} to the job store",
                                                                     job.Describe()));
   TLOG(INFO, "{}: connected to the job store", job.Describe());
-  if (server) return std::shared_ptr<Store>(std::make_shared<HostingStore>(std::move(server), *client, timeout));
-  return std::shared_ptr<Store>(*client);
+  if (server) {
+    return ForAttempt(std::make_shared<HostingStore>(std::move(server), *client, timeout), job);
+  }
+  return ForAttempt(*client, job);
 }
 
 StatusOr<std::string> FirstHostOfHostlist(std::string_view hostlist) {

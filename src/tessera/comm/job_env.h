@@ -26,7 +26,13 @@
 // environment); otherwise (torchrun-style or Slurm, several ranks) it is an
 // error that says how to set one. TESSERA_STORE_HOSTED=1 (set by `tessera
 // launch`) means a launcher hosts the store: every rank only connects.
-// Thread-safe (pure functions over an environment snapshot).
+// TESSERA_RESTART_COUNT=n (set by `tessera launch` from its agent;
+// launcher_agent.h) is the attempt: from n >= 1 on, ConnectJobStore prefixes
+// every key with "attempt<n>/" so keys left by an earlier attempt never
+// match a fresh rendezvous.
+// Thread-safe (pure functions over an environment snapshot), except
+// ReadJobEnv in a warm spare (TESSERA_SPARE=1), which first waits for the
+// agent to assign a rank and applies it with setenv (heartbeat.h).
 #pragma once
 
 #include <map>
@@ -68,6 +74,7 @@ struct JobEnv {
   std::string token;
   std::string token_source;  // "TESSERA_JOB_TOKEN", "generated", ...
   bool store_hosted = false;
+  int restart_count = 0;  // TESSERA_RESTART_COUNT: 0 on the first attempt
 
   // One line for logs: "rank 3/8 (local 1/4, node 1/2) via tessera launch/torchrun, store 10.0.0.1:29500
   // (hosted by the launcher), token from TESSERA_JOB_TOKEN (fingerprint 1a2b3c4d)".
@@ -80,6 +87,7 @@ using EnvMap = std::map<std::string, std::string>;
 EnvMap ProcessEnv();
 // Reads the job from `env`; errors name the variables involved.
 StatusOr<JobEnv> ParseJobEnv(const EnvMap& env);
+// ParseJobEnv(ProcessEnv()), after AwaitSpareAssignment (heartbeat.h).
 StatusOr<JobEnv> ReadJobEnv();
 
 // Connects to the job's store. Unless store_hosted, rank 0 first starts a
@@ -89,7 +97,8 @@ StatusOr<JobEnv> ReadJobEnv();
 // it, and destroying it waits (at most `timeout`) until every other rank has
 // closed its connection, so rank 0 may finish first. Every rank connects as
 // an authenticated client, retrying until `timeout` (also the per-call
-// timeout of Set/Add/Delete). One process: an in-memory store.
+// timeout of Set/Add/Delete). One process: an in-memory store. With
+// restart_count > 0 the returned store prefixes keys with "attempt<n>/".
 StatusOr<std::shared_ptr<Store>> ConnectJobStore(const JobEnv& job, Timeout timeout);
 
 // The first host name of a Slurm hostlist ("node[03-05,9],gpu1" -> "node03").

@@ -31,6 +31,15 @@
 //     stop began; pipes held open by stray grandchildren are abandoned
 //     after a short drain; multi-node launchers wait for each other at the
 //     end at most `connect_timeout`.
+//   - Agent (launcher_agent.h, docs/comm-control-plane.md): ranks that
+//     link Tessera heartbeat over an inherited socket; one silent for
+//     longer than `heartbeat_timeout` (hung, SIGSTOPped) fails like a rank
+//     that died. With `max_restarts` > 0 a failure stops the group and
+//     starts it again (all nodes in lockstep, a fresh rendezvous), up to
+//     max_restarts times; `spares` warm spare processes take a failed
+//     rank's place. Events go to stderr and to `events_path` (JSON lines).
+//     Multi-node: a node whose agent stops beating in the store is
+//     reported within `heartbeat_timeout` and the job fails (exit 1).
 // RunLaunch installs SIGINT/SIGTERM/SIGHUP/SIGCHLD/SIGPIPE handlers for its
 // duration (restored after); run one launch per process at a time.
 #pragma once
@@ -59,6 +68,12 @@ struct LaunchOptions {
   Timeout grace = Timeout(5000);
   Timeout connect_timeout = Timeout(300000);
   bool prefix_output = true;
+  // The agent (0 restarts and 0 spares: a failure ends the job).
+  int max_restarts = 0;
+  int spares = 0;                            // warm spares (need a Tessera worker)
+  Timeout heartbeat_timeout = Timeout(30000);  // 0: ranks are not watched
+  Timeout heartbeat_interval = Timeout(0);     // 0: min(1 s, timeout / 4)
+  std::string events_path;                   // JSON lines; empty: none
   // Where relayed output goes (tests may redirect).
   int stdout_fd = 1;
   int stderr_fd = 2;
@@ -72,13 +87,15 @@ struct RankOutcome {
   int signal = 0;           // when a signal killed it
   bool signalled_by_launcher = false;
   bool first_failure = false;  // the failure that stopped the job
+  double silent_s = 0;         // > 0: killed after this long without a heartbeat
   double runtime_s = 0;
 };
 
 struct LaunchResult {
   int exit_code = 0;
   std::string reason;  // empty on success; e.g. "rank 2 exited with code 3"
-  std::vector<RankOutcome> ranks;
+  std::vector<RankOutcome> ranks;  // of the last attempt
+  int restarts = 0;                // restarts that happened
 };
 
 // Parses "host:port" or "[v6]:port".

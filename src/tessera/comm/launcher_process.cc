@@ -2,6 +2,7 @@
 #include "tessera/comm/launcher_process.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -52,7 +53,8 @@ StatusOr<std::string> ResolveCommand(const std::string& name, const std::string&
 }
 
 StatusOr<pid_t> SpawnInNewGroup(const std::string& path, const std::vector<std::string>& argv,
-                                const std::vector<std::string>& env, int stdout_fd, int stderr_fd) {
+                                const std::vector<std::string>& env, int stdout_fd, int stderr_fd,
+                                int keep_fd) {
   // Everything the child needs is prepared before fork.
   std::vector<char*> argv_c, env_c;
   for (const std::string& a : argv) argv_c.push_back(const_cast<char*>(a.c_str()));
@@ -64,10 +66,14 @@ StatusOr<pid_t> SpawnInNewGroup(const std::string& path, const std::vector<std::
   sh_argv_c.push_back(nullptr);
   const std::string exec_failed = fmt::format("tessera launch: cannot execute '{}': ", path);
 
+  const pid_t launcher = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return ResourceExhausted("fork failed: {}", std::strerror(errno));
   if (pid == 0) {
     ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != launcher) ::_exit(127);  // the launcher died before prctl
+    if (keep_fd >= 0) ::fcntl(keep_fd, F_SETFD, 0);
     // Handlers are reset by exec; ignored signals and the mask are not.
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;

@@ -19,11 +19,15 @@ namespace tessera::comm::launch {
 StatusOr<std::string> ResolveCommand(const std::string& name, const std::string& path_env);
 
 // fork + exec `path` with `argv` and `env` ("K=V" entries) in a new process
-// group, stdin from /dev/null, stdout/stderr to the given fds. Only
+// group, stdin from /dev/null, stdout/stderr to the given fds; `keep_fd`
+// (if >= 0) stays open in the child under the same number (the agent's
+// heartbeat socket). The child gets SIGKILL if the launcher dies
+// (PR_SET_PDEATHSIG), so a killed launcher leaves no orphaned ranks. Only
 // async-signal-safe calls happen between fork and exec; if exec fails the
 // child writes a message to `stderr_fd` and exits 127.
 StatusOr<pid_t> SpawnInNewGroup(const std::string& path, const std::vector<std::string>& argv,
-                                const std::vector<std::string>& env, int stdout_fd, int stderr_fd);
+                                const std::vector<std::string>& env, int stdout_fd, int stderr_fd,
+                                int keep_fd = -1);
 
 // Buffers one stream of one rank and writes whole lines, each with a
 // prefix, in a single write() each.

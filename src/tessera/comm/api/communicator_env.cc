@@ -3,13 +3,15 @@
 
 #include "tessera/base/logging.h"
 #include "tessera/comm/api/communicator.h"
+#include "tessera/comm/heartbeat.h"
 #include "tessera/comm/job_env.h"
 
 namespace tessera::comm {
 
 StatusOr<std::unique_ptr<Communicator>> Communicator::FromEnvironment(CommOptions options) {
-  StatusOr<JobEnv> job = ReadJobEnv();
+  StatusOr<JobEnv> job = ReadJobEnv();  // a warm spare waits here for its rank
   if (!job.ok()) return job.status();
+  StartHeartbeatFromEnvironment();  // under `tessera launch`'s agent only
   base::SetLogRank(job->rank);
   const Timeout timeout = options.timeout.count() > 0 ? options.timeout : Timeout(300000);
   StatusOr<std::shared_ptr<Store>> store = ConnectJobStore(*job, timeout);
