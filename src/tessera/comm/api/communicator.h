@@ -76,7 +76,7 @@ struct CommOptions {
   int64_t shm_direct_reduce_bytes = -1;  // -1 = TESSERA_SHM_DIRECT_REDUCE_KB, 0 = never
   int64_t shm_alltoall_single_copy_bytes = -1;  // -1 = TESSERA_SHM_ALLTOALL_SINGLE_COPY_KB, 0 = never
   int tcp_streams = 0;          // sockets per peer; 0 = TESSERA_TCP_STREAMS
-  bool tcp_checksum = false;    // checksum every tcp frame (also TESSERA_TCP_CHECKSUM=1)
+  int tcp_checksum = -1;        // XXH3 on every tcp frame, corrupt frames resent: -1 = TESSERA_TCP_CHECKSUM (on), 0 off, 1 on
   std::string algo;             // like TESSERA_ALGO, for this communicator only (tests)
   bool calibrate = true;        // measure the cost model at first use (else built-in defaults)
   // Pretend to be on this host (tests of multi-host logic in one machine):

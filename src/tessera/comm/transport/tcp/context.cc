@@ -31,18 +31,10 @@ namespace {
 base::Knob<int64_t> kStreamsKnob("TESSERA_TCP_STREAMS", 2, "tcp transport: sockets per peer (chunks of large "
                                                          "messages go to whichever socket is free)");
 base::Knob<int64_t> kChunkKbKnob("TESSERA_TCP_CHUNK_KB", 512, "tcp transport: frame (chunk) size in KiB");
-base::Knob<bool> kChecksumKnob("TESSERA_TCP_CHECKSUM", false, "tcp transport: XXH3 checksum on every frame");
+base::Knob<bool> kChecksumKnob("TESSERA_TCP_CHECKSUM", true,
+                               "tcp transport: XXH3 checksum on every frame; corrupt frames are resent (0: off)");
 base::Knob<std::string> kIfnameKnob("TESSERA_SOCKET_IFNAME", "",
                                     "tcp transport: only advertise addresses of this network interface");
-
-constexpr uint64_t kHelloMagic = 0x54455353544350ull;  // "TESSTCP"
-
-struct Hello {
-  uint64_t magic;
-  int32_t rank;
-  int32_t stream;
-  uint8_t secret[16];
-};
 
 using Clock = std::chrono::steady_clock;
 
@@ -67,14 +59,6 @@ std::vector<std::string> LocalAddresses() {
   }
   if (want.empty() || want == "lo") out.push_back("127.0.0.1");
   return out;
-}
-
-void Tune(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  int buf = 4 << 20;
-  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 }
 
 Status SetBlocking(int fd, bool blocking) {
@@ -134,7 +118,7 @@ StatusOr<int> ConnectTo(const std::string& addr, int port, Clock::time_point dea
   if (inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1) return InvalidArgument("bad address '{}'", addr);
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return IoError("socket: {}", std::strerror(errno));
-  Tune(fd);
+  TuneSocket(fd);
   if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 && errno != EINPROGRESS) {
     Status st = Unavailable("connect to {}:{} failed: {}", addr, port, std::strerror(errno));
     close(fd);
@@ -176,7 +160,8 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
   ctx->rank_ = rank;
   ctx->size_ = size;
   ctx->streams_ = static_cast<int>(std::clamp<int64_t>(options.streams ? options.streams : kStreamsKnob.Get(), 1, 16));
-  ctx->checksum_ = options.checksum || kChecksumKnob.Get();
+  ctx->checksum_ = options.checksum < 0 ? kChecksumKnob.Get() : options.checksum != 0;
+  const int nstreams = ctx->streams_ + 1;  // data streams + the control stream
   const size_t chunk =
       options.chunk_bytes ? options.chunk_bytes : static_cast<size_t>(std::max<int64_t>(kChunkKbKnob.Get(), 4)) << 10;
   ctx->hosts_ = options.hosts;
@@ -201,9 +186,9 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
     return where(st);
   }
   const int port = ntohs(sa.sin_port);
-  uint8_t secret[16];
+  uint8_t* secret = ctx->secret_;
   std::random_device rd;
-  for (uint8_t& b : secret) b = static_cast<uint8_t>(rd());
+  for (int i = 0; i < 16; ++i) secret[i] = static_cast<uint8_t>(rd());
   std::string addrs;
   for (const std::string& a : LocalAddresses()) addrs += (addrs.empty() ? "" : ",") + a;
   Status st = store.SetString(fmt::format("tcp/{}", rank), fmt::format("{}|{}|{}", addrs, port, Hex(secret, 16)));
@@ -212,7 +197,12 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
     return where(st);
   }
 
-  std::vector<std::vector<int>> fds(size, std::vector<int>(ctx->streams_, -1));
+  std::vector<std::vector<int>> fds(size, std::vector<int>(nstreams, -1));
+  std::vector<Endpoint> endpoints(size);
+  for (Endpoint& e : endpoints) {
+    e.rank = rank;
+    e.listen_port = port;
+  }
   auto cleanup = [&] {
     close(lfd);
     for (auto& v : fds) {
@@ -233,7 +223,10 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
     std::stringstream ss(*info);
     std::string part;
     while (std::getline(ss, part, '|')) parts.push_back(part);
-    Hello hello{kHelloMagic, rank, 0, {}};
+    Hello hello;
+    hello.rank = rank;
+    hello.kind = kHelloConnect;
+    hello.listen_port = port;
     if (parts.size() != 3 || !Unhex(parts[2], hello.secret, 16)) {
       cleanup();
       return where(DataLoss("malformed tcp address of rank {}: '{}'", peer, *info));
@@ -247,7 +240,7 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
       std::stable_partition(candidates.begin(), candidates.end(), [](const std::string& a) { return a == "127.0.0.1"; });
     }
     const int peer_port = std::atoi(parts[1].c_str());
-    for (int s = 0; s < ctx->streams_; ++s) {
+    for (int s = 0; s < nstreams; ++s) {
       std::string errors;
       for (const std::string& addr : candidates) {
         StatusOr<int> fd = ConnectTo(addr, peer_port, deadline);
@@ -263,6 +256,12 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
           continue;
         }
         fds[peer][s] = *fd;
+        if (!endpoints[peer].known()) {
+          endpoints[peer].address = addr;
+          endpoints[peer].port = peer_port;
+          endpoints[peer].connector = true;
+          std::memcpy(endpoints[peer].secret, hello.secret, 16);
+        }
         break;
       }
       if (fds[peer][s] < 0) {
@@ -273,7 +272,7 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
     }
   }
   // Accept every higher rank's streams.
-  int expected = (size - 1 - rank) * ctx->streams_;
+  int expected = (size - 1 - rank) * nstreams;
   while (expected > 0) {
     pollfd pfd{lfd, POLLIN, 0};
     const int ready = poll(&pfd, 1, std::min(MsLeft(deadline), 200));
@@ -294,22 +293,25 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
     if (fd < 0) continue;
     char who[INET_ADDRSTRLEN] = "?";
     inet_ntop(AF_INET, &from.sin_addr, who, sizeof(who));
-    Hello hello{};
+    Hello hello;
+    hello.magic = 0;
     Status hs = ReadAll(fd, &hello, sizeof(hello), std::min(deadline, Clock::now() + std::chrono::seconds(5)));
     const bool valid = hs.ok() && hello.magic == kHelloMagic && std::memcmp(hello.secret, secret, 16) == 0 &&
-                       hello.rank > rank && hello.rank < size && hello.stream >= 0 && hello.stream < ctx->streams_ &&
-                       fds[hello.rank][hello.stream] < 0;
+                       hello.kind == kHelloConnect && hello.rank > rank && hello.rank < size && hello.stream >= 0 &&
+                       hello.stream < nstreams && fds[hello.rank][hello.stream] < 0;
     if (!valid) {
       TLOG(WARN, "tcp transport rank {}: refused a connection from {}:{} ({})", rank, who, ntohs(from.sin_port),
            hs.ok() ? "bad magic, secret, rank or stream" : hs.message());
       close(fd);
       continue;
     }
-    Tune(fd);
+    TuneSocket(fd);
     fds[hello.rank][hello.stream] = fd;
+    endpoints[hello.rank].address = who;
+    endpoints[hello.rank].port = hello.listen_port;
     --expected;
   }
-  close(lfd);
+  ctx->listen_fd_ = lfd;  // kept open: dropped streams are re-established through it
   ctx->pairs_.resize(size);
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
@@ -317,7 +319,11 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
       Status b = SetBlocking(fd, false);
       if (!b.ok()) return where(b);
     }
-    ctx->pairs_[peer] = std::make_unique<Pair>(peer, fds[peer], chunk, ctx->checksum_, ctx->PeerDescription(peer));
+    Pair::Config config;
+    config.chunk_bytes = chunk;
+    config.checksum = ctx->checksum_;
+    config.endpoint = endpoints[peer];
+    ctx->pairs_[peer] = std::make_unique<Pair>(peer, fds[peer], std::move(config), ctx->PeerDescription(peer));
     fds[peer].clear();
   }
   TLOG(DEBUG, "tcp transport: rank {}/{} connected, {} stream(s) per peer, {} KiB frames{}", rank, size,
@@ -325,26 +331,65 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
   return ctx;
 }
 
-Context::~Context() = default;
+Context::~Context() {
+  if (listen_fd_ >= 0) close(listen_fd_);  // first: peers reconnecting now are refused
+}
 
 std::string Context::PeerDescription(int peer) const {
   if (peer < 0 || peer >= size_) return fmt::format("rank {}", peer);
   return fmt::format("rank {} (host {})", peer, hosts_[peer]);
 }
 
+void Context::ServiceListener() {
+  if (listen_fd_ < 0) return;
+  while (true) {
+    sockaddr_in from{};
+    socklen_t flen = sizeof(from);
+    const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &flen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;  // nothing pending (or the listener was shut down)
+    char who[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &from.sin_addr, who, sizeof(who));
+    Hello hello;
+    hello.magic = 0;
+    Status hs = ReadAll(fd, &hello, sizeof(hello), Clock::now() + std::chrono::seconds(1));
+    if (hs.ok() && hello.magic == kHelloMagic && hello.kind == kHelloProbe) {
+      close(fd);  // a peer checking that this process is alive
+      continue;
+    }
+    const bool valid = hs.ok() && hello.magic == kHelloMagic && hello.kind == kHelloReconnect &&
+                       std::memcmp(hello.secret, secret_, 16) == 0 && hello.rank > rank_ && hello.rank < size_ &&
+                       hello.stream >= 0 && hello.stream <= streams_;
+    if (!valid) {
+      TLOG(WARN, "tcp transport rank {}: refused a connection from {}:{} ({})", rank_, who, ntohs(from.sin_port),
+           hs.ok() ? "bad magic, secret, rank or stream" : hs.message());
+      close(fd);
+      continue;
+    }
+    TuneSocket(fd);
+    if (pairs_[hello.rank]->AcceptReconnect(hello.stream, fd, hello.recv_frames)) {
+      TLOG(DEBUG, "tcp transport rank {}: {} re-established stream {}", rank_, PeerDescription(hello.rank),
+           hello.stream);
+    }
+  }
+}
+
 Status Context::Exchange(std::span<P2pOp> ops, const OpContext& ctx) {
-  std::vector<Pair*> involved;
+  std::vector<char> involved(size_, 0);
   for (P2pOp& op : ops) {
     TESSERA_CHECK(op.peer >= 0 && op.peer < size_ && op.peer != rank_, "{}: bad peer {}", ctx.Name(), op.peer);
-    Pair* p = pairs_[op.peer].get();
-    p->Post(&op);
-    if (std::find(involved.begin(), involved.end(), p) == involved.end()) involved.push_back(p);
+    pairs_[op.peer]->Post(&op);
+    involved[op.peer] = 1;
   }
+  // Pairs with work left from earlier operations (resends, acknowledgements,
+  // re-established streams) are progressed too: a peer may be waiting on them.
+  auto active = [&](int peer) { return pairs_[peer] && (involved[peer] || pairs_[peer]->HasBackgroundWork()); };
   const bool spin = size_ <= shm::UsableCpus();
   int64_t spin_until = shm::NowNs() + (spin ? 20'000 : 0);
-  while (true) {
+  for (uint64_t iter = 0;; ++iter) {
     bool moved = false;
-    for (Pair* p : involved) {
+    for (int peer = 0; peer < size_; ++peer) {
+      if (!active(peer)) continue;
+      Pair* p = pairs_[peer].get();
       StatusOr<bool> r = p->Progress(ctx);
       if (!r.ok()) {
         if (r.status().code() == StatusCode::kUnavailable) failed_peer_ = p->peer();
@@ -355,6 +400,7 @@ Status Context::Exchange(std::span<P2pOp> ops, const OpContext& ctx) {
     bool all_done = true;
     for (const P2pOp& op : ops) all_done = all_done && op.complete;
     if (all_done) return Status::Ok();
+    if (!moved || (iter & 63) == 63) ServiceListener();
     if (moved) {
       spin_until = shm::NowNs() + (spin ? 20'000 : 0);
       continue;
@@ -372,7 +418,10 @@ Status Context::Exchange(std::span<P2pOp> ops, const OpContext& ctx) {
       return DeadlineExceeded("{}: timed out after {} ms; no progress on {}", ctx.Name(), ctx.timeout.count(), what);
     }
     waiter_.Clear();
-    for (Pair* p : involved) p->AddPollFds(waiter_);
+    for (int peer = 0; peer < size_; ++peer) {
+      if (active(peer)) pairs_[peer]->AddPollFds(waiter_);
+    }
+    if (listen_fd_ >= 0) waiter_.Add(listen_fd_, POLLIN);
     const int slice = std::max(1, std::min(20, MsLeft(ctx.deadline)));
     StatusOr<int> w = waiter_.Wait(slice);
     if (!w.ok()) return w.status();
@@ -381,6 +430,9 @@ Status Context::Exchange(std::span<P2pOp> ops, const OpContext& ctx) {
 
 void Context::Abort(std::string_view) {
   aborted_.store(true);
+  // The listener first: peers that see the sockets close and try to
+  // re-establish them are refused, so they fail at once.
+  if (listen_fd_ >= 0) shutdown(listen_fd_, SHUT_RDWR);
   for (auto& p : pairs_) {
     if (p) p->Shutdown();
   }

@@ -5,11 +5,15 @@
 // them to one interface; 127.0.0.1 first for peers on the same host), the
 // port and a random 128-bit secret; the higher rank of each pair connects
 // and presents the listener's secret, so stray or forged connections are
-// refused (and logged). Data path: pair.h. Waiting: waiter.h (poll, no
-// spinning). Failures: a peer that dies or aborts closes its sockets, which
-// fails every pending transfer with that peer at once (Unavailable naming
-// the op, rank and host); Abort() shuts down every socket so the peers fail
-// promptly too; a silent peer fails at the op deadline.
+// refused (and logged). Each pair has `streams` data streams plus one
+// control stream. The listener stays open: a dropped stream is
+// re-established through it (same authentication; pair.h), and peers probe
+// it to tell a dropped connection from a dead process. Data path and link
+// recovery: pair.h. Waiting: waiter.h (poll, no spinning). Failures: a peer
+// that dies or aborts closes its sockets and listener, which fails every
+// pending transfer with that peer at once (Unavailable naming the op, rank
+// and host); Abort() shuts down the listener and every socket so the peers
+// fail promptly too; a silent peer fails at the op deadline.
 // Thread-safety: executor thread only, except Abort().
 #pragma once
 
@@ -29,7 +33,7 @@ namespace tessera::comm::transport::tcp {
 struct Options {
   int streams = 0;                 // per peer; 0 = TESSERA_TCP_STREAMS
   size_t chunk_bytes = 0;          // frame size; 0 = TESSERA_TCP_CHUNK_KB
-  bool checksum = false;           // also TESSERA_TCP_CHECKSUM=1
+  int checksum = -1;               // -1: TESSERA_TCP_CHECKSUM (default on), 0 off, 1 on
   std::vector<std::string> hosts;  // host name per rank (messages)
   std::vector<std::string> host_keys;  // same-host identity per rank (address choice)
 };
@@ -52,11 +56,15 @@ class Context final : public Transport {
 
  private:
   Context() = default;
+  // Accepts re-established streams and probes on the listener.
+  void ServiceListener();
 
   int rank_ = 0;
   int size_ = 1;
   int streams_ = 1;
-  bool checksum_ = false;
+  bool checksum_ = true;
+  int listen_fd_ = -1;
+  uint8_t secret_[16] = {};
   std::vector<std::string> hosts_;
   std::vector<std::unique_ptr<Pair>> pairs_;
   Waiter waiter_;
