@@ -268,6 +268,7 @@ void ZeroOptimizer::ScaleGradients(double factor) {
 
 Status ZeroOptimizer::Step(double lr) {
   TESSERA_RETURN_IF_ERROR(FinishReductions());
+  ++steps_taken_;
   const optim::AdamWOptions& o = options_.adam;
   for (auto& bp : buckets_) {
     Bucket& b = *bp;
@@ -319,6 +320,48 @@ Status ZeroOptimizer::DiscardGradients() {
   }
   return first;
 }
+
+std::vector<ZeroOptimizer::Span> ZeroOptimizer::OwnedSpans() {
+  std::vector<Span> out;
+  for (int bi = 0; bi < num_buckets(); ++bi) {
+    Bucket& b = *buckets_[bi];
+    b.ForEachSegment(b.own_begin, b.own_end, [&](size_t i, int64_t lo, int64_t hi) {
+      const int64_t s = lo - b.update_begin;
+      out.push_back(Span{&b.spec.params[i], bi, static_cast<int>(i), lo - b.offsets[i], hi - b.offsets[i],
+                         b.param_at(lo), b.exp_avg.data<float>() + s, b.exp_avg_sq.data<float>() + s});
+    });
+  }
+  return out;
+}
+
+std::vector<ZeroOptimizer::Span> ZeroOptimizer::HeldValueSpans() {
+  std::vector<Span> out;
+  for (int bi = 0; bi < num_buckets(); ++bi) {
+    Bucket& b = *buckets_[bi];
+    const int64_t lo_all = options_.stage == 3 ? b.own_begin : 0;
+    const int64_t hi_all = options_.stage == 3 ? b.own_end : b.numel;
+    b.ForEachSegment(lo_all, hi_all, [&](size_t i, int64_t lo, int64_t hi) {
+      out.push_back(Span{&b.spec.params[i], bi, static_cast<int>(i), lo - b.offsets[i], hi - b.offsets[i],
+                         b.param_at(lo), nullptr, nullptr});
+    });
+  }
+  return out;
+}
+
+std::vector<ZeroOptimizer::Span> ZeroOptimizer::HeldStateSpans() {
+  std::vector<Span> out;
+  for (int bi = 0; bi < num_buckets(); ++bi) {
+    Bucket& b = *buckets_[bi];
+    b.ForEachSegment(b.update_begin, b.update_end, [&](size_t i, int64_t lo, int64_t hi) {
+      const int64_t s = lo - b.update_begin;
+      out.push_back(Span{&b.spec.params[i], bi, static_cast<int>(i), lo - b.offsets[i], hi - b.offsets[i], nullptr,
+                         b.exp_avg.data<float>() + s, b.exp_avg_sq.data<float>() + s});
+    });
+  }
+  return out;
+}
+
+int64_t& ZeroOptimizer::param_step(int bucket, int index) { return buckets_.at(bucket)->steps.at(index); }
 
 ZeroMemory ZeroOptimizer::Memory() const {
   ZeroMemory m;

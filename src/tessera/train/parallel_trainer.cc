@@ -10,6 +10,7 @@
 #include "tessera/base/error.h"
 #include "tessera/base/knobs.h"
 #include "tessera/base/logging.h"
+#include "tessera/comm/api/gather_strings.h"
 #include "tessera/graph/functional.h"
 #include "tessera/graph/tape.h"
 #include "tessera/hal/device.h"
@@ -18,6 +19,7 @@
 #include "tessera/optim/schedule.h"
 #include "tessera/parallel/pipeline/partition.h"
 #include "tessera/parallel/tensor_parallel/collectives.h"
+#include "tessera/train/checkpointing.h"
 #include "tessera/train/progress.h"
 #include "tessera/train/report.h"
 #include "tessera/train/run_record.h"
@@ -35,21 +37,6 @@ base::Knob<int64_t> kInjectOverflowStep("TESSERA_INJECT_GRAD_OVERFLOW_STEP", 0,
 
 Status Sum(comm::Communicator& c, std::vector<double>& v) {
   return c.AllReduce(v.data(), v.data(), v.size(), comm::DataType::kFloat64, comm::ReduceOp::kSum);
-}
-
-// Every rank's string, on every rank.
-StatusOr<std::vector<std::string>> AllGatherStrings(comm::Communicator& c, const std::string& mine) {
-  int64_t len = static_cast<int64_t>(mine.size());
-  std::vector<int64_t> lens(c.size());
-  TESSERA_RETURN_IF_ERROR(c.AllGather(&len, lens.data(), 1, comm::DataType::kInt64));
-  const int64_t max_len = std::max<int64_t>(1, *std::max_element(lens.begin(), lens.end()));
-  std::string padded = mine;
-  padded.resize(max_len);
-  std::string all(max_len * c.size(), '\0');
-  TESSERA_RETURN_IF_ERROR(c.AllGather(padded.data(), all.data(), max_len, comm::DataType::kUint8));
-  std::vector<std::string> out;
-  for (int r = 0; r < c.size(); ++r) out.push_back(all.substr(r * max_len, lens[r]));
-  return out;
 }
 
 nlohmann::json TimelineJson(const std::vector<parallel::TimelineEvent>& events) {
@@ -116,12 +103,6 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(const TrainCo
                                                                    comm::Communicator& world,
                                                                    const ParallelTrainerOptions& options) {
   TESSERA_RETURN_IF_ERROR(config.Validate());
-  if (config.checkpoint.every > 0 || config.checkpoint.every_seconds > 0 || config.checkpoint.mtbf_hours > 0 ||
-      !config.checkpoint.resume.empty()) {
-    return Unimplemented("[checkpoint] saving and resuming work for single-process runs only so far; this run "
-                         "has {} ranks (the multi-rank save and resharding load are not built yet)",
-                         world.size());
-  }
   std::unique_ptr<ParallelTrainer> t(new ParallelTrainer(config, world, options));
   t->is_rank0_ = world.rank() == 0;
   const parallel::ParallelConfig& pc = config.parallel;
@@ -187,7 +168,56 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(const TrainCo
   t->zero_ = std::move(zero).value();
   t->step_ = std::make_unique<parallel::TrainStep>(*t->stage_, *t->zero_, *t->mesh_, pc);
   t->loss_scale_ = pc.precision == "fp16" ? pc.loss_scale : 1.0;
+  TESSERA_RETURN_IF_ERROR(t->SetUpCheckpoints());
   return t;
+}
+
+Status ParallelTrainer::SetUpCheckpoints() {
+  const CheckpointOptions& co = config_.checkpoint;
+  ckpt_root_ = co.dir.empty() ? std::filesystem::path(config_.train.out_dir) / config_.name / "checkpoints"
+                              : std::filesystem::path(co.dir);
+  TESSERA_ASSIGN_OR_RETURN(const std::string resume, EffectiveResume(co, ckpt_root_));
+  if (!resume.empty()) {
+    StatusOr<ShardedResume> r = LoadShardedCheckpoint(world_, resume, ckpt_root_, *zero_);
+    if (!r.ok()) return r.status().WithContext(fmt::format("rank {}: resuming ({})", world_.rank(), resume));
+    if (r->step >= config_.train.steps) {
+      return InvalidArgument("checkpoint '{}' is at step {}, not before train.steps = {}: nothing left to train",
+                             r->dir.string(), r->step, config_.train.steps);
+    }
+    first_step_ = r->step + 1;
+    resumed_from_ = r->dir.string();
+    if (config_.parallel.precision == "fp16") {
+      loss_scale_ = r->metadata.value("loss_scale", loss_scale_);
+      good_steps_ = r->metadata.value("good_steps", int64_t{0});
+    }
+  }
+  if (CheckpointSchedule(co).enabled()) {
+    auto c = ShardedCheckpointer::Create(world_, ckpt_root_, co.keep);
+    if (!c.ok()) return c.status();
+    checkpointer_ = std::move(c).value();
+  }
+  return Status::Ok();
+}
+
+nlohmann::json ParallelTrainer::CheckpointMetadata(int64_t step) const {
+  const parallel::ParallelConfig& pc = config_.parallel;
+  // forward_count as the single-process Trainer counts it (one per
+  // micro-batch when dropout is on), so it can resume from this too.
+  const uint64_t forward_count =
+      config_.model.dropout > 0 ? static_cast<uint64_t>(step * config_.accumulation_steps()) : 0;
+  return {{"kind", "tessera-trainer"},
+          {"forward_count", forward_count},
+          {"config", config_.ToJson()},
+          {"mesh",
+           {{"world_size", world_.size()},
+            {"dp", pc.dp},
+            {"tp", pc.tp},
+            {"pp", pc.pp},
+            {"ep", pc.ep},
+            {"zero", pc.zero},
+            {"virtual_stages", pc.virtual_stages}}},
+          {"loss_scale", loss_scale_},
+          {"good_steps", good_steps_}};
 }
 
 std::vector<parallel::MicroBatchInput> ParallelTrainer::MicroBatches(int64_t step, float loss_scale) {
@@ -322,7 +352,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   std::unique_ptr<RunRecord> record;
   const std::string run_dir = t.out_dir + "/" + config_.name;
   if (is_rank0_ && options_.base.write_records) {
-    TESSERA_ASSIGN_OR_RETURN(record, RunRecord::Create(run_dir));
+    TESSERA_ASSIGN_OR_RETURN(record, RunRecord::Create(run_dir, first_step_ > 1 ? first_step_ - 1 : -1));
     TESSERA_RETURN_IF_ERROR(record->WriteJson("config.json", config_.ToJson()));
   }
   optim::WarmupCosineSchedule sched{t.lr, t.min_lr, std::min(t.warmup_steps, t.steps), t.steps};
@@ -360,8 +390,15 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   ReportData report;
   parallel::StepResult traced;
   // The step whose timeline goes into report.html (and trace.json).
-  const int64_t timeline_step = options_.trace_step > 0 ? std::min(options_.trace_step, t.steps) : std::min<int64_t>(2, t.steps);
-  for (int64_t step = 1; step <= t.steps; ++step) {
+  const int64_t timeline_step = options_.trace_step > 0 ? std::min(options_.trace_step, t.steps)
+                                                       : std::min<int64_t>(first_step_ + 1, t.steps);
+  if (!resumed_from_.empty()) message(fmt::format("resumed from {} (step {})", resumed_from_, first_step_ - 1));
+  CheckpointSchedule schedule(config_.checkpoint);
+  // A time-based schedule is decided on rank 0 (clocks differ) and broadcast.
+  const bool time_based = config_.checkpoint.every_seconds > 0 ||
+                          (config_.checkpoint.every <= 0 && config_.checkpoint.mtbf_hours > 0);
+  auto last_save = Clock::now();
+  for (int64_t step = first_step_; step <= t.steps; ++step) {
     const auto s0 = Clock::now();
     const double sync0 = zero_->comm_wait_seconds();  // gradient reductions + parameter gathers
     parallel::StepResult res;
@@ -405,7 +442,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
     }
     const auto s1 = Clock::now();
     const double step_s = Seconds(s0, s1);
-    if (step > 1 || t.steps == 1) {
+    if (step > first_step_ || t.steps == first_step_) {
       timed_s += step_s;
       timed_tokens += tokens_per_step;
       const double step_sync = zero_->comm_wait_seconds() - sync0;
@@ -429,6 +466,15 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
       if (pc.precision == "fp16") row["loss_scale"] = loss_scale_;
       TESSERA_RETURN_IF_ERROR(record->AppendMetrics(row));
     }
+    if (checkpointer_) {
+      int64_t due = schedule.Due(step, first_step_, Seconds(last_save, Clock::now())) ? 1 : 0;
+      if (time_based) TESSERA_RETURN_IF_ERROR(world_.Broadcast(&due, &due, 1, comm::DataType::kInt64, 0));
+      if (due) {
+        TESSERA_RETURN_IF_ERROR(checkpointer_->Save(step, *zero_, CheckpointMetadata(step)));
+        schedule.Saved(checkpointer_->last_snapshot_seconds());
+        last_save = Clock::now();
+      }
+    }
     const bool eval_now = step == t.steps || (config_.eval.every > 0 && step % config_.eval.every == 0);
     if (eval_now) {
       last_eval = Evaluate();
@@ -444,6 +490,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
       }
     }
   }
+  if (checkpointer_) TESSERA_RETURN_IF_ERROR(checkpointer_->Wait());
   if (is_rank0_) progress.Finish();
 
   // Per-rank figures, gathered everywhere (every rank keeps the summary).
@@ -468,6 +515,12 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   s.steps = t.steps;
   s.skipped_steps = skipped;
   s.final_loss = losses_.back();
+  if (checkpointer_) {
+    s.checkpoints = checkpointer_->saves();
+    s.checkpoint_snapshot_s = checkpointer_->snapshot_seconds();
+    s.checkpoint_write_s = checkpointer_->write_seconds();
+    s.checkpoint_interval_s = schedule.interval_seconds();
+  }
   const size_t tail = std::min<size_t>(10, losses_.size());
   for (size_t i = losses_.size() - tail; i < losses_.size(); ++i) s.final_loss_avg10 += losses_[i] / tail;
   if (have_eval) s.eval = last_eval;
@@ -525,7 +578,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
                                                           stage_->first_layer().end() - 1)))},
                 {"ranks", ranks}};
   TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> timelines,
-                           AllGatherStrings(world_, TimelineJson(traced.timeline).dump()));
+                           comm::AllGatherStrings(world_, TimelineJson(traced.timeline).dump()));
   if (record) {
     TESSERA_RETURN_IF_ERROR(record->WriteJson("summary.json", s.ToJson()));
     report.summary = s.ToJson();

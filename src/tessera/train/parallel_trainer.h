@@ -11,6 +11,11 @@
 // global-norm clipping over the whole mesh, fp16 dynamic loss scaling,
 // AdamW through ZeroOptimizer at the warm-up + cosine rate. So fp32 losses
 // and parameters match the single-process run up to summation order.
+// With [checkpoint], every rank saves its shard of each checkpoint
+// asynchronously (sharded_checkpointer.h), and a run resumes from a
+// checkpoint of any layout (or of the single-process Trainer): parameters,
+// AdamW state, loss scale, and the step, which fixes the data order and
+// dropout masks, so training continues as if uninterrupted.
 // Rank 0 shows the progress bar and writes runs/<name>/ (config.json,
 // metrics.jsonl, summary.json with per-rank memory, communication
 // fraction, pipeline bubble and stage balance; report.html; and with
@@ -18,6 +23,7 @@
 // One thread drives a ParallelTrainer; kernels parallelize inside.
 #pragma once
 
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -28,6 +34,7 @@
 #include "tessera/parallel/mesh.h"
 #include "tessera/parallel/train_step.h"
 #include "tessera/parallel/zero.h"
+#include "tessera/train/sharded_checkpointer.h"
 #include "tessera/train/trainer.h"
 
 namespace tessera::train {
@@ -65,6 +72,8 @@ class ParallelTrainer {
   StatusOr<EvalResult> EvaluateImpl();
   std::vector<parallel::MicroBatchInput> MicroBatches(int64_t step, float loss_scale);
   StatusOr<double> GlobalGradNorm();
+  Status SetUpCheckpoints();  // resume, and the saver (Create)
+  nlohmann::json CheckpointMetadata(int64_t step) const;
 
   TrainConfig config_;
   comm::Communicator& world_;
@@ -79,6 +88,12 @@ class ParallelTrainer {
   std::vector<double> layer_costs_;  // measured, when the model is pipelined
   double loss_scale_ = 1.0;
   int64_t good_steps_ = 0;
+  // Checkpoints ([checkpoint]): where, the saver, and the first step to run
+  // (after a resumed checkpoint's).
+  std::filesystem::path ckpt_root_;
+  std::unique_ptr<ShardedCheckpointer> checkpointer_;
+  int64_t first_step_ = 1;
+  std::string resumed_from_;
 };
 
 }  // namespace tessera::train
