@@ -622,6 +622,11 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   return Status::Ok();
 }
 
+Status ParallelTrainer::SaveCheckpoint(const std::filesystem::path& dir) {
+  const int64_t step = completed_steps();
+  return SaveShardedCheckpoint(world_, dir, step, *zero_, CheckpointMetadata(step));
+}
+
 StatusOr<std::map<std::string, Tensor>> ParallelTrainer::LocalParameters() {
   TESSERA_RETURN_IF_ERROR(zero_->GatherAll());
   std::map<std::string, Tensor> out;

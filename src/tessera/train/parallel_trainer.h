@@ -60,6 +60,11 @@ class ParallelTrainer {
   // under ZeRO-3 gathered first, so collective then) — for parity checks
   // against the single-process Trainer.
   StatusOr<std::map<std::string, Tensor>> LocalParameters();
+  // Collective, synchronous: saves the current state (after the last step
+  // run, or the resumed one) as a checkpoint in `dir` (`tessera ckpt
+  // convert` to another layout).
+  Status SaveCheckpoint(const std::filesystem::path& dir);
+  int64_t completed_steps() const { return first_step_ - 1 + static_cast<int64_t>(losses_.size()); }
   const parallel::DeviceMesh& mesh() const { return *mesh_; }
   // Per-step mean training loss of the run so far (every rank).
   const std::vector<double>& losses() const { return losses_; }

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "tessera/parallel/checkpoint/checkpoint_reader.h"
+#include "tessera/train/checkpoint_layout.h"
 #include "tessera/train/parity_test_util.h"
 
 namespace tessera::train {
@@ -132,6 +133,26 @@ TEST(ShardedCheckpoint, EveryRankWritesItsShardAndTheIndexTilesTheModelOnce) {
   auto single = models::Gpt::Create(Load(kModel).model);
   ASSERT_TRUE(single.ok());
   EXPECT_EQ(model_elements, (*single)->NumParameters());
+}
+
+TEST(ShardedCheckpoint, ConvertedToAnotherLayoutHasItsShardsAndContinuesExactly) {
+  // `tessera ckpt convert --to`: the big mesh's step-2 checkpoint rewritten
+  // for tp 4 (4 shard files, that mesh in the metadata) continues under tp 4
+  // exactly as the original does.
+  const std::filesystem::path out = Scratch("converted");
+  auto done = ConvertCheckpointLayout(BigCheckpoint(), out, {"parallel.dp=1", "parallel.tp=4", "parallel.pp=1",
+                                                             "parallel.ep=1", "parallel.zero=0"});
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(done->world_size, 4);
+  EXPECT_EQ(done->step, 2);
+  auto reader = parallel::checkpoint::CheckpointReader::Open(out);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  EXPECT_EQ(reader->index().files.size(), 4u);
+  EXPECT_EQ(reader->metadata()["mesh"]["tp"], 4);
+  ResumeUnder(Layout{"tp4", {"parallel.tp=4"}}, out, "converted to tp4, resumed under tp4");
+  // A second conversion into the same place is refused (nothing overwritten).
+  auto again = ConvertCheckpointLayout(BigCheckpoint(), out, {"parallel.tp=4"});
+  EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists) << again.status().ToString();
 }
 
 TEST(ShardedCheckpoint, LatestSkipsADamagedNewestCheckpoint) {

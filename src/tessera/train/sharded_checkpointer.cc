@@ -77,6 +77,7 @@ Status WriteAndCommit(comm::Communicator& c, const std::filesystem::path& root, 
         return first_error;
       }
       TESSERA_RETURN_IF_ERROR(ck::CommitCheckpointIndex(dir, step, metadata, records));
+      if (keep <= 0) return Status::Ok();
       return ck::KeepLastCheckpoints(root, static_cast<int>(keep)).status();
     }();
   }
@@ -129,6 +130,15 @@ Status ShardedCheckpointer::Save(int64_t step, parallel::ZeroOptimizer& zero, nl
     pending_write_s_ = Seconds(w0, Clock::now());
   });
   return Status::Ok();
+}
+
+Status SaveShardedCheckpoint(comm::Communicator& comm, const std::filesystem::path& dir, int64_t step,
+                             parallel::ZeroOptimizer& zero, nlohmann::json metadata) {
+  if (!metadata.is_object()) return InvalidArgument("checkpoint metadata must be a JSON object");
+  metadata["step"] = step;
+  const parallel::StateSnapshot snap = parallel::SnapshotShardedState(zero, comm.rank() == 0);
+  Status st = WriteAndCommit(comm, dir.parent_path(), dir, step, snap, metadata, /*keep=*/0);
+  return st.ok() ? st : st.WithContext(fmt::format("saving checkpoint '{}'", dir.string()));
 }
 
 StatusOr<ShardedResume> LoadShardedCheckpoint(comm::Communicator& world, const std::string& spec,

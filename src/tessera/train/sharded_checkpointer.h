@@ -72,6 +72,11 @@ class ShardedCheckpointer {
   int64_t last_bytes_ = 0;
 };
 
+// Collective over `comm`, synchronous: this rank's shard and (rank 0) the
+// index of one checkpoint in `dir` (no pruning of other checkpoints).
+Status SaveShardedCheckpoint(comm::Communicator& comm, const std::filesystem::path& dir, int64_t step,
+                             parallel::ZeroOptimizer& zero, nlohmann::json metadata);
+
 struct ShardedResume {
   std::filesystem::path dir;
   nlohmann::json metadata;  // index.json's metadata (kind, step, mesh, loss scale ...)

@@ -103,12 +103,22 @@ void BindAll(ConfigSchema& s, TrainConfig& c, EnumText& e, int64_t& model_seed) 
 }  // namespace
 
 StatusOr<TrainConfig> TrainConfig::Load(const std::string& path, const std::vector<std::string>& overrides) {
+  return Build([&](ConfigSchema& schema) { return schema.ApplyFile(path); }, path, overrides);
+}
+
+StatusOr<TrainConfig> TrainConfig::FromJson(const nlohmann::json& config, const std::string& source,
+                                            const std::vector<std::string>& overrides) {
+  return Build([&](ConfigSchema& schema) { return schema.ApplyJson(config, source); }, source, overrides);
+}
+
+StatusOr<TrainConfig> TrainConfig::Build(const std::function<Status(ConfigSchema&)>& apply, const std::string& path,
+                                         const std::vector<std::string>& overrides) {
   TrainConfig c;
   EnumText e{"layernorm", "gelu", "fp32", "fp32"};
   int64_t model_seed = static_cast<int64_t>(c.model.seed);
   ConfigSchema schema;
   BindAll(schema, c, e, model_seed);
-  TESSERA_RETURN_IF_ERROR(schema.ApplyFile(path));
+  TESSERA_RETURN_IF_ERROR(apply(schema));
   for (const std::string& o : overrides) TESSERA_RETURN_IF_ERROR(schema.ApplyOverride(o));
 
   auto with = [&](Status st) { return st.WithContext(fmt::format("loading config '{}'", path)); };
