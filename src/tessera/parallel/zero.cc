@@ -4,10 +4,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tessera/base/check.h"
+#include "tessera/base/checksum.h"
 #include "tessera/hal/device.h"
 #include "tessera/optim/clip.h"
 
@@ -310,6 +314,62 @@ Status ZeroOptimizer::Step(double lr) {
   }
   comm_wait_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
   return first;
+}
+
+Status ZeroOptimizer::CompareReplicaGradients(std::string* mismatch) {
+  mismatch->clear();
+  if (options_.stage >= 2) return Status::Ok();
+  TESSERA_RETURN_IF_ERROR(FinishReductions());
+  // Buckets by group, in bucket order (the same on every rank of a group).
+  std::vector<comm::Communicator*> groups;
+  for (const auto& b : buckets_) {
+    if (b->size > 1 && std::find(groups.begin(), groups.end(), b->spec.group) == groups.end()) {
+      groups.push_back(b->spec.group);
+    }
+  }
+  for (comm::Communicator* group : groups) {
+    std::vector<int> members;
+    std::vector<uint64_t> mine;
+    for (int i = 0; i < num_buckets(); ++i) {
+      Bucket& b = *buckets_[i];
+      if (b.spec.group != group) continue;
+      members.push_back(i);
+      mine.push_back(b.reduced ? base::Checksum64(b.grad_full.data<float>(), b.numel * sizeof(float)) : 0);
+    }
+    const int n = group->size();
+    std::vector<uint64_t> all(mine.size() * n);
+    Status st = group->AllGather(mine.data(), all.data(), mine.size(), comm::DataType::kInt64);
+    if (!st.ok()) return st.WithContext("comparing gradient checksums across replicas");
+    for (size_t k = 0; k < members.size(); ++k) {
+      std::map<uint64_t, std::vector<int>> by_digest;
+      for (int r = 0; r < n; ++r) by_digest[all[r * mine.size() + k]].push_back(r);
+      if (by_digest.size() == 1) continue;
+      // The largest agreeing set is taken as right; the others are named.
+      auto majority = std::max_element(by_digest.begin(), by_digest.end(),
+                                       [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+      std::vector<int> odd;
+      for (const auto& [digest, ranks] : by_digest) {
+        if (digest != majority->first) odd.insert(odd.end(), ranks.begin(), ranks.end());
+      }
+      *mismatch += fmt::format("{}bucket '{}': reduced gradient differs on group rank(s) {} of {} replicas",
+                               mismatch->empty() ? "" : "; ", buckets_[members[k]]->spec.name, fmt::join(odd, ","), n);
+    }
+  }
+  return Status::Ok();
+}
+
+void ZeroOptimizer::CorruptGradientForTesting(int bucket, bool nan) {
+  Bucket& b = *buckets_.at(bucket);
+  if (!b.reduced || b.own_end <= b.own_begin) return;
+  float* g = b.grad_at(b.own_begin);
+  if (nan) {
+    *g = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  uint32_t bits;
+  std::memcpy(&bits, g, 4);
+  bits ^= 1u << 20;
+  std::memcpy(g, &bits, 4);
 }
 
 Status ZeroOptimizer::DiscardGradients() {

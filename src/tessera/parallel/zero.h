@@ -116,6 +116,17 @@ class ZeroOptimizer {
   double SquaredGradNorm() const;
   void ScaleGradients(double factor);
   Status Step(double lr);
+  // Silent-corruption check (stages 0–1, where every rank of a bucket's
+  // group holds the same reduced gradient): an XXH3 digest of each bucket's
+  // reduced gradient, compared across its group (one all-gather per
+  // distinct group). `mismatch` stays empty when all replicas agree, else it
+  // names the buckets and the group ranks in the minority. Collective over
+  // every bucket group; call after FinishReductions(). No-op at stages 2–3.
+  Status CompareReplicaGradients(std::string* mismatch);
+  // Testing: damages the first element this rank owns of bucket `bucket`'s
+  // reduced gradient, on this rank only: a NaN, or one flipped mantissa bit
+  // (silent corruption of one replica).
+  void CorruptGradientForTesting(int bucket, bool nan);
   // Drops the reduced gradients without updating (a skipped step).
   Status DiscardGradients();
 

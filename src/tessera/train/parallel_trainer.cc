@@ -20,6 +20,7 @@
 #include "tessera/parallel/pipeline/partition.h"
 #include "tessera/parallel/tensor_parallel/collectives.h"
 #include "tessera/train/checkpointing.h"
+#include "tessera/train/gradient_guard.h"
 #include "tessera/train/progress.h"
 #include "tessera/train/report.h"
 #include "tessera/train/run_record.h"
@@ -172,54 +173,6 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(const TrainCo
   return t;
 }
 
-Status ParallelTrainer::SetUpCheckpoints() {
-  const CheckpointOptions& co = config_.checkpoint;
-  ckpt_root_ = co.dir.empty() ? std::filesystem::path(config_.train.out_dir) / config_.name / "checkpoints"
-                              : std::filesystem::path(co.dir);
-  TESSERA_ASSIGN_OR_RETURN(const std::string resume, EffectiveResume(co, ckpt_root_));
-  if (!resume.empty()) {
-    StatusOr<ShardedResume> r = LoadShardedCheckpoint(world_, resume, ckpt_root_, *zero_);
-    if (!r.ok()) return r.status().WithContext(fmt::format("rank {}: resuming ({})", world_.rank(), resume));
-    if (r->step >= config_.train.steps) {
-      return InvalidArgument("checkpoint '{}' is at step {}, not before train.steps = {}: nothing left to train",
-                             r->dir.string(), r->step, config_.train.steps);
-    }
-    first_step_ = r->step + 1;
-    resumed_from_ = r->dir.string();
-    if (config_.parallel.precision == "fp16") {
-      loss_scale_ = r->metadata.value("loss_scale", loss_scale_);
-      good_steps_ = r->metadata.value("good_steps", int64_t{0});
-    }
-  }
-  if (CheckpointSchedule(co).enabled()) {
-    auto c = ShardedCheckpointer::Create(world_, ckpt_root_, co.keep);
-    if (!c.ok()) return c.status();
-    checkpointer_ = std::move(c).value();
-  }
-  return Status::Ok();
-}
-
-nlohmann::json ParallelTrainer::CheckpointMetadata(int64_t step) const {
-  const parallel::ParallelConfig& pc = config_.parallel;
-  // forward_count as the single-process Trainer counts it (one per
-  // micro-batch when dropout is on), so it can resume from this too.
-  const uint64_t forward_count =
-      config_.model.dropout > 0 ? static_cast<uint64_t>(step * config_.accumulation_steps()) : 0;
-  return {{"kind", "tessera-trainer"},
-          {"forward_count", forward_count},
-          {"config", config_.ToJson()},
-          {"mesh",
-           {{"world_size", world_.size()},
-            {"dp", pc.dp},
-            {"tp", pc.tp},
-            {"pp", pc.pp},
-            {"ep", pc.ep},
-            {"zero", pc.zero},
-            {"virtual_stages", pc.virtual_stages}}},
-          {"loss_scale", loss_scale_},
-          {"good_steps", good_steps_}};
-}
-
 std::vector<parallel::MicroBatchInput> ParallelTrainer::MicroBatches(int64_t step, float loss_scale) {
   const TrainOptions& t = config_.train;
   const int64_t total = config_.accumulation_steps();
@@ -246,95 +199,6 @@ StatusOr<double> ParallelTrainer::GlobalGradNorm() {
   std::vector<double> sq = {zero_->SquaredGradNorm()};
   TESSERA_RETURN_IF_ERROR(Sum(world_, sq));
   return std::sqrt(sq[0]);
-}
-
-EvalResult ParallelTrainer::Evaluate() {
-  try {
-    auto r = EvaluateImpl();
-    if (r.ok()) return *r;
-    TLOG(ERROR, "evaluation on rank {}: {}", world_.rank(), r.status().ToString());
-  } catch (const OpError& e) {
-    TLOG(ERROR, "evaluation on rank {}: {}", world_.rank(), e.what());
-  }
-  return EvalResult{};
-}
-
-StatusOr<EvalResult> ParallelTrainer::EvaluateImpl() {
-  graph::NoGradGuard no_grad;
-  models::Gpt& gpt = stage_->model();
-  gpt.SetTraining(false);
-  std::vector<double> acc = {0, 0, 0, 0};  // loss sum, tokens, hits, total
-  const int64_t n = std::min(dataset_->NumEvalSamples(), config_.eval.samples);
-  const parallel::ParallelConfig& pc = config_.parallel;
-  const int pp_rank = mesh_->coord().pp;
-  const int chunks = pc.pp * pc.virtual_stages;
-  // Data-parallel ranks split the samples; the pipeline passes activations
-  // stage to stage (virtual stage u runs on pp rank u mod pp).
-  auto run_segments = [&](const std::vector<int>& segs, Tensor x, const parallel::MicroBatchInput& mb,
-                          bool stop_before_head) -> StatusOr<Tensor> {
-    parallel::MicroBatchStats scratch;
-    for (int s : segs) {
-      if (stop_before_head && stage_->segment(s).layer == config_.model.n_layers) break;
-      for (int bucket : stage_->segment(s).uses) TESSERA_RETURN_IF_ERROR(zero_->Gather(bucket));
-      x = stage_->RunSegment(s, x, mb, &scratch);
-      for (int bucket : stage_->segment(s).uses) zero_->Release(bucket);
-    }
-    return x;
-  };
-  // Every data-parallel rank runs the same number of batches (expert
-  // parallelism exchanges tokens between them): one without samples left
-  // repeats the first batch and does not count it.
-  const int64_t batches = (n + config_.eval.batch - 1) / config_.eval.batch;
-  const int64_t rounds = (batches + pc.dp - 1) / pc.dp;
-  for (int64_t round = 0; round < rounds; ++round) {
-    int64_t first = (round * pc.dp + mesh_->coord().dp) * config_.eval.batch;
-    const bool counted = first < n;
-    if (!counted) first = 0;
-    const int64_t b = std::min(config_.eval.batch, n - first);
-    data::Batch batch = dataset_->EvalBatch(first, b);
-    parallel::MicroBatchInput mb;
-    mb.ids = batch.inputs;
-    mb.targets = batch.targets;
-    Tensor x;
-    for (int u = 0; u < chunks; ++u) {
-      if (u % pc.pp != pp_rank) continue;
-      const int chunk = u / pc.pp;
-      if (u > 0 && pc.pp > 1) {
-        auto [shape, dtype] = stage_->ActivationSpec(b);
-        x = Tensor::Empty(shape, dtype);
-        TESSERA_RETURN_IF_ERROR(mesh_->pp().Recv(x.raw_data(), x.numel(), parallel::CommDataType(dtype),
-                                                 (u - 1) % pc.pp));
-      }
-      const bool last = u == chunks - 1;
-      TESSERA_ASSIGN_OR_RETURN(x, run_segments(stage_->chunk_segments(chunk), x, mb, last));
-      if (!last && pc.pp > 1) {
-        x = x.Contiguous();
-        TESSERA_RETURN_IF_ERROR(mesh_->pp().Send(x.raw_data(), x.numel(), parallel::CommDataType(x.dtype()),
-                                                 (u + 1) % pc.pp));
-      }
-      if (last) {
-        const int head = stage_->chunk_segments(chunk).back();
-        for (int bucket : stage_->segment(head).uses) TESSERA_RETURN_IF_ERROR(zero_->Gather(bucket));
-        Tensor logits = stage_->HeadLogits(x);
-        for (int bucket : stage_->segment(head).uses) zero_->Release(bucket);
-        if (counted && mesh_->coord().tp == 0) {
-          Tensor ce = graph::CrossEntropy(logits, batch.targets);
-          acc[0] += ce.Item() * static_cast<double>(batch.num_target_tokens);
-          acc[1] += static_cast<double>(batch.num_target_tokens);
-          data::MetricCounts c = dataset_->Score(batch, logits);
-          acc[2] += static_cast<double>(c.hits);
-          acc[3] += static_cast<double>(c.total);
-        }
-      }
-    }
-  }
-  gpt.SetTraining(true);
-  TESSERA_RETURN_IF_ERROR(Sum(world_, acc));
-  EvalResult r;
-  r.loss = acc[1] > 0 ? acc[0] / acc[1] : 0;
-  r.metric = acc[3] > 0 ? acc[2] / acc[3] : 0;
-  r.samples = n;
-  return r;
 }
 
 Status ParallelTrainer::Run(TrainSummary* summary) {
@@ -394,6 +258,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
                                                        : std::min<int64_t>(first_step_ + 1, t.steps);
   if (!resumed_from_.empty()) message(fmt::format("resumed from {} (step {})", resumed_from_, first_step_ - 1));
   CheckpointSchedule schedule(config_.checkpoint);
+  GradientGuard guard(config_.guard);
   // A time-based schedule is decided on rank 0 (clocks differ) and broadcast.
   const bool time_based = config_.checkpoint.every_seconds > 0 ||
                           (config_.checkpoint.every <= 0 && config_.checkpoint.mtbf_hours > 0);
@@ -416,10 +281,19 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
     }
     const int64_t inject = options_.inject_overflow_step > 0 ? options_.inject_overflow_step : kInjectOverflowStep.Get();
     if (inject == step) zero_->ScaleGradients(std::numeric_limits<double>::infinity());
+    InjectGradientFaults(step);
+    std::string mismatch;
+    if (config_.guard.replica_checksum) {
+      TESSERA_ASSIGN_OR_RETURN(mismatch, ReplicaMismatch());
+    }
     TESSERA_ASSIGN_OR_RETURN(double scaled_norm, GlobalGradNorm());
     const double grad_norm = scaled_norm / loss_scale_;
     const double lr = sched.LearningRate(step - 1);
-    if (std::isfinite(grad_norm)) {
+    std::string why;
+    const GradientVerdict verdict = guard.Check(grad_norm, mismatch, &why);
+    // fp16 overflow is routine (the loss scale adapts), not a fault.
+    const bool fp16_overflow = verdict == GradientVerdict::kNonFinite && pc.precision == "fp16";
+    if (verdict == GradientVerdict::kOk) {
       double factor = 1.0 / loss_scale_;
       if (t.grad_clip > 0 && grad_norm > t.grad_clip) factor *= t.grad_clip / (grad_norm + 1e-6);
       if (factor != 1.0) zero_->ScaleGradients(factor);
@@ -429,15 +303,32 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
         good_steps_ = 0;
       }
     } else {
-      ++skipped;
       TESSERA_RETURN_IF_ERROR(zero_->DiscardGradients());
-      if (pc.precision == "fp16") {
+      int64_t back = -1;  // the step a rollback replays from (-1: skip the update instead)
+      if (!fp16_overflow && config_.guard.on_failure == "rollback" && rollbacks_[step]++ == 0 && checkpointer_) {
+        TESSERA_ASSIGN_OR_RETURN(back, RollBack(step, why));
+      }
+      if (back >= 0) {
+        const int64_t keep = std::max<int64_t>(0, back - (first_step_ - 1));
+        if (static_cast<int64_t>(losses_.size()) > keep) losses_.resize(keep);
+        std::erase_if(report.steps, [&](const auto& row) { return row.step > back; });
+        std::erase_if(report.evals, [&](const auto& row) { return row.step > back; });
+        if (record) TESSERA_RETURN_IF_ERROR(record->Rewind(back));
+        message(fmt::format("step {}: {} ({}); rolled back to the checkpoint of step {}, replaying", step,
+                            VerdictName(verdict), why, back));
+        step = back;
+        continue;
+      }
+      ++skipped;
+      if (fp16_overflow) {
         loss_scale_ = std::max(1.0, loss_scale_ / 2);
         good_steps_ = 0;
         message(fmt::format("step {}: gradient overflow (norm {}); update skipped, loss scale lowered to {}", step,
                             grad_norm, loss_scale_));
       } else {
-        message(fmt::format("step {}: gradient norm is {}; update skipped", step, grad_norm));
+        message(fmt::format("step {}: {} ({}); update skipped", step, VerdictName(verdict), why));
+        Event({{"event", "step_skipped"}, {"step", step}, {"reason", std::string(VerdictName(verdict))},
+               {"detail", why}});
       }
     }
     const auto s1 = Clock::now();
@@ -620,11 +511,6 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
       record ? " | " + run_dir + "/summary.json, report.html" : ""));
   if (summary != nullptr) *summary = s;
   return Status::Ok();
-}
-
-Status ParallelTrainer::SaveCheckpoint(const std::filesystem::path& dir) {
-  const int64_t step = completed_steps();
-  return SaveShardedCheckpoint(world_, dir, step, *zero_, CheckpointMetadata(step));
 }
 
 StatusOr<std::map<std::string, Tensor>> ParallelTrainer::LocalParameters() {

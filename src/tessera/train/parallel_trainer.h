@@ -45,6 +45,14 @@ struct ParallelTrainerOptions {
   // Fault injection (tests): poison one gradient with inf at this step
   // (0: the TESSERA_INJECT_GRAD_OVERFLOW_STEP knob, default never).
   int64_t inject_overflow_step = 0;
+  // Fault injection (tests; 0: the TESSERA_INJECT_GRAD_NAN_STEP /
+  // TESSERA_INJECT_GRAD_CORRUPT_STEP knobs): at this step, rank
+  // `inject_rank` alone puts a NaN into its reduced gradient, or flips one
+  // bit of it (silent corruption of one replica). Each happens once per
+  // process (a rollback's replay runs clean).
+  int64_t inject_nan_step = 0;
+  int64_t inject_corrupt_step = 0;
+  int inject_rank = -1;  // -1: TESSERA_INJECT_RANK (default 0)
 };
 
 class ParallelTrainer {
@@ -78,6 +86,15 @@ class ParallelTrainer {
   std::vector<parallel::MicroBatchInput> MicroBatches(int64_t step, float loss_scale);
   StatusOr<double> GlobalGradNorm();
   Status SetUpCheckpoints();  // resume, and the saver (Create)
+  // Fault injection for this step (see the options).
+  void InjectGradientFaults(int64_t step);
+  // Replicas' reduced gradients compared, agreed over the world: "" when all
+  // agree, else what differs where.
+  StatusOr<std::string> ReplicaMismatch();
+  // Reloads the latest checkpoint into the optimizer (collective); returns
+  // its step, from which the run replays.
+  StatusOr<int64_t> RollBack(int64_t step, const std::string& why);
+  void Event(nlohmann::json event) const;  // rank 0: runs/<name>/events.jsonl
   nlohmann::json CheckpointMetadata(int64_t step) const;
 
   TrainConfig config_;
@@ -99,6 +116,8 @@ class ParallelTrainer {
   std::unique_ptr<ShardedCheckpointer> checkpointer_;
   int64_t first_step_ = 1;
   std::string resumed_from_;
+  bool injected_nan_ = false, injected_corruption_ = false;
+  std::map<int64_t, int> rollbacks_;  // per step: a failure that recurs after a rollback is skipped instead
 };
 
 }  // namespace tessera::train

@@ -71,6 +71,15 @@ struct CheckpointOptions {
   std::string resume = ""; // a checkpoint directory, "latest" (of dir), or "" (start fresh)
 };
 
+// [guard]: gradient verification before each optimizer step
+// (gradient_guard.h).
+struct GuardOptions {
+  double spike_factor = 0;      // > 0: a norm above this × the running median fails (0: off)
+  int64_t spike_window = 20;    // accepted steps in the running median
+  bool replica_checksum = true; // compare data-parallel replicas of the reduced gradients (ZeRO 0-1)
+  std::string on_failure = "skip";  // skip | rollback (to the last checkpoint, then replay)
+};
+
 struct TrainConfig {
   std::string name = "run";
   models::GptConfig model;
@@ -78,6 +87,7 @@ struct TrainConfig {
   TrainOptions train;
   EvalOptions eval;
   CheckpointOptions checkpoint;
+  GuardOptions guard;
   parallel::ParallelConfig parallel;
 
   // Loads `path` then applies `overrides` ("train.steps=50"), validates.
