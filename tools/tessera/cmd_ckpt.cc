@@ -8,12 +8,16 @@
 //                           tiling: "ok: N tensors, M files, X bytes verified"
 //   convert PATH --merge OUT.safetensors [--force]
 //                           one standard safetensors file with every global
-//                           tensor whole (other layouts: later)
+//                           tensor whole
+//   convert PATH --to DIR --set parallel.dp=4 [--set ...]
+//                           a trainer checkpoint rewritten for another
+//                           parallel layout (train/checkpoint_layout.h)
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -24,6 +28,7 @@
 #include "tessera/parallel/checkpoint/checkpoint_reader.h"
 #include "tessera/parallel/checkpoint/checkpoint_root.h"
 #include "tessera/parallel/checkpoint/safetensors.h"
+#include "tessera/train/checkpoint_layout.h"
 
 namespace tessera::cli {
 namespace {
@@ -36,6 +41,8 @@ struct CkptArgs {
   bool json = false;
   std::string merge_out;
   bool force = false;
+  std::string to;
+  std::vector<std::string> sets;
 };
 
 std::string ShapeText(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
@@ -139,13 +146,21 @@ Status Verify(const CkptArgs& a) {
   return Status::Ok();
 }
 
-// One target layout per flag; only --merge exists so far.
+// One target per flag: --merge (one file) or --to (another layout).
 Status Convert(const CkptArgs& a) {
-  if (a.merge_out.empty()) {
-    return InvalidArgument("convert needs a target: --merge OUT.safetensors (conversion to another parallel "
-                           "layout is not implemented yet)");
+  if (a.merge_out.empty() == a.to.empty()) {
+    return InvalidArgument("convert needs one target: --merge OUT.safetensors, or --to DIR with --set "
+                           "parallel.<key>=<value> for the new layout");
   }
   TESSERA_ASSIGN_OR_RETURN(ckpt::CheckpointReader reader, OpenCheckpoint(a.path));
+  if (!a.to.empty()) {
+    const fs::path src = reader.dir();
+    TESSERA_ASSIGN_OR_RETURN(train::LayoutConversion done, train::ConvertCheckpointLayout(src, a.to, a.sets));
+    std::printf("wrote step %lld for %d ranks (%s) to %s\n", static_cast<long long>(done.step), done.world_size,
+                done.mesh.c_str(), a.to.c_str());
+    return Status::Ok();
+  }
+  if (!a.sets.empty()) return InvalidArgument("--set applies to --to only");
   TESSERA_ASSIGN_OR_RETURN(ckpt::MergeReport report, ckpt::MergeToSafetensors(reader, a.merge_out, a.force));
   std::printf("wrote %lld tensors (%llu bytes) to %s\n", static_cast<long long>(report.tensors),
               static_cast<unsigned long long>(report.bytes), a.merge_out.c_str());
@@ -175,6 +190,8 @@ void RegisterCkptCommand(CLI::App& app) {
   c->add_option("path", convert->path, "checkpoint directory or folder of step-N checkpoints (latest)")->required();
   c->add_option("--merge", convert->merge_out, "one standard safetensors file holding every tensor whole");
   c->add_flag("--force", convert->force, "replace the output file if it exists");
+  c->add_option("--to", convert->to, "a new checkpoint directory for the layout the --set options give");
+  c->add_option("--set", convert->sets, "key=value over the config stored in the checkpoint (parallel.dp=4, ...)");
   c->callback([convert] { ExitWith(Convert(*convert)); });
 }
 TESSERA_CLI_COMMAND(35, RegisterCkptCommand);

@@ -81,7 +81,7 @@ void GptStage::AddSegment(std::string name, int layer, std::vector<graph::NamedT
   ZeroBucketSpec experts{seg.name + ".experts", {}, &mesh_->expert_dp(), 1.0 / pc_.ep};
   for (auto& [pname, t] : params) {
     named_params_.emplace_back(pname, t);
-    (pc_.ep > 1 && IsExpertParameter(pname) ? experts : dense).params.push_back({pname, t, 0.0, true});
+    (pc_.ep > 1 && IsExpertParameter(pname) ? experts : dense).params.push_back({pname, t, 0.0, true, {}, {}});
     local_parameters_ += t.numel();
   }
   for (ZeroBucketSpec* spec : {&dense, &experts}) {
@@ -165,8 +165,8 @@ StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const models::GptConfig& mo
   models::Gpt& gpt = *st->model_;
   st->blocks_.resize(model_config.n_layers);
   for (int i = 0; i < model_config.n_layers; ++i) st->moe_layers_total_ += gpt.block(i).is_moe() ? 1 : 0;
-  std::map<std::string, int64_t> full_numel;
-  for (auto& [name, t] : gpt.NamedParameters()) full_numel[name] = t.numel();
+  std::map<std::string, Shape> full_shape;
+  for (auto& [name, t] : gpt.NamedParameters()) full_shape[name] = t.shape();
 
   const bool tied = model_config.tie_embeddings;
   const bool split_tied = tied && config.pp > 1;
@@ -227,11 +227,29 @@ StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const models::GptConfig& mo
   // Each gradient element counts once in the global norm: replicas over tp
   // (a parameter as large here as in the full model) on tp rank 0 only,
   // the tied copy on the first stage only.
+  // A tensor-parallel shard is the block at this rank's tp index along the
+  // one axis where its shape differs from the full tensor's (TensorShard).
   for (ZeroBucketSpec& spec : st->bucket_specs_) {
     for (ZeroParam& p : spec.params) {
-      const bool replicated_over_tp = p.param.numel() == full_numel[p.name];
+      const Shape& full = full_shape.at(p.name);
+      const Shape& local = p.param.shape();
+      const bool replicated_over_tp = local == full;
       if (replicated_over_tp && mesh.coord().tp != 0) p.count_in_norm = false;
       if (st->tied_copy_ && p.name == "tok_emb.weight") p.count_in_norm = false;
+      if (replicated_over_tp) continue;
+      p.global_shape.assign(full.begin(), full.end());
+      p.global_offset.assign(full.size(), 0);
+      int split_axes = 0;
+      for (size_t a = 0; a < full.size() && local.size() == full.size(); ++a) {
+        if (local[a] == full[a]) continue;
+        ++split_axes;
+        p.global_offset[a] = static_cast<int64_t>(mesh.coord().tp) * local[a];
+        if (local[a] * config.tp != full[a]) split_axes = 2;
+      }
+      if (split_axes != 1) {
+        return Internal("parameter '{}' is {} here but {} in the full model: not a tensor-parallel block", p.name,
+                        ShapeString(local), ShapeString(full));
+      }
     }
   }
   // Release the storage of every full-model parameter this rank does not run.

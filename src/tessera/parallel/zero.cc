@@ -4,10 +4,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tessera/base/check.h"
+#include "tessera/base/checksum.h"
 #include "tessera/hal/device.h"
 #include "tessera/optim/clip.h"
 
@@ -268,6 +272,7 @@ void ZeroOptimizer::ScaleGradients(double factor) {
 
 Status ZeroOptimizer::Step(double lr) {
   TESSERA_RETURN_IF_ERROR(FinishReductions());
+  ++steps_taken_;
   const optim::AdamWOptions& o = options_.adam;
   for (auto& bp : buckets_) {
     Bucket& b = *bp;
@@ -311,6 +316,62 @@ Status ZeroOptimizer::Step(double lr) {
   return first;
 }
 
+Status ZeroOptimizer::CompareReplicaGradients(std::string* mismatch) {
+  mismatch->clear();
+  if (options_.stage >= 2) return Status::Ok();
+  TESSERA_RETURN_IF_ERROR(FinishReductions());
+  // Buckets by group, in bucket order (the same on every rank of a group).
+  std::vector<comm::Communicator*> groups;
+  for (const auto& b : buckets_) {
+    if (b->size > 1 && std::find(groups.begin(), groups.end(), b->spec.group) == groups.end()) {
+      groups.push_back(b->spec.group);
+    }
+  }
+  for (comm::Communicator* group : groups) {
+    std::vector<int> members;
+    std::vector<uint64_t> mine;
+    for (int i = 0; i < num_buckets(); ++i) {
+      Bucket& b = *buckets_[i];
+      if (b.spec.group != group) continue;
+      members.push_back(i);
+      mine.push_back(b.reduced ? base::Checksum64(b.grad_full.data<float>(), b.numel * sizeof(float)) : 0);
+    }
+    const int n = group->size();
+    std::vector<uint64_t> all(mine.size() * n);
+    Status st = group->AllGather(mine.data(), all.data(), mine.size(), comm::DataType::kInt64);
+    if (!st.ok()) return st.WithContext("comparing gradient checksums across replicas");
+    for (size_t k = 0; k < members.size(); ++k) {
+      std::map<uint64_t, std::vector<int>> by_digest;
+      for (int r = 0; r < n; ++r) by_digest[all[r * mine.size() + k]].push_back(r);
+      if (by_digest.size() == 1) continue;
+      // The largest agreeing set is taken as right; the others are named.
+      auto majority = std::max_element(by_digest.begin(), by_digest.end(),
+                                       [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+      std::vector<int> odd;
+      for (const auto& [digest, ranks] : by_digest) {
+        if (digest != majority->first) odd.insert(odd.end(), ranks.begin(), ranks.end());
+      }
+      *mismatch += fmt::format("{}bucket '{}': reduced gradient differs on group rank(s) {} of {} replicas",
+                               mismatch->empty() ? "" : "; ", buckets_[members[k]]->spec.name, fmt::join(odd, ","), n);
+    }
+  }
+  return Status::Ok();
+}
+
+void ZeroOptimizer::CorruptGradientForTesting(int bucket, bool nan) {
+  Bucket& b = *buckets_.at(bucket);
+  if (!b.reduced || b.own_end <= b.own_begin) return;
+  float* g = b.grad_at(b.own_begin);
+  if (nan) {
+    *g = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  uint32_t bits;
+  std::memcpy(&bits, g, 4);
+  bits ^= 1u << 20;
+  std::memcpy(g, &bits, 4);
+}
+
 Status ZeroOptimizer::DiscardGradients() {
   Status first = FinishReductions();
   for (auto& b : buckets_) {
@@ -319,6 +380,48 @@ Status ZeroOptimizer::DiscardGradients() {
   }
   return first;
 }
+
+std::vector<ZeroOptimizer::Span> ZeroOptimizer::OwnedSpans() {
+  std::vector<Span> out;
+  for (int bi = 0; bi < num_buckets(); ++bi) {
+    Bucket& b = *buckets_[bi];
+    b.ForEachSegment(b.own_begin, b.own_end, [&](size_t i, int64_t lo, int64_t hi) {
+      const int64_t s = lo - b.update_begin;
+      out.push_back(Span{&b.spec.params[i], bi, static_cast<int>(i), lo - b.offsets[i], hi - b.offsets[i],
+                         b.param_at(lo), b.exp_avg.data<float>() + s, b.exp_avg_sq.data<float>() + s});
+    });
+  }
+  return out;
+}
+
+std::vector<ZeroOptimizer::Span> ZeroOptimizer::HeldValueSpans() {
+  std::vector<Span> out;
+  for (int bi = 0; bi < num_buckets(); ++bi) {
+    Bucket& b = *buckets_[bi];
+    const int64_t lo_all = options_.stage == 3 ? b.own_begin : 0;
+    const int64_t hi_all = options_.stage == 3 ? b.own_end : b.numel;
+    b.ForEachSegment(lo_all, hi_all, [&](size_t i, int64_t lo, int64_t hi) {
+      out.push_back(Span{&b.spec.params[i], bi, static_cast<int>(i), lo - b.offsets[i], hi - b.offsets[i],
+                         b.param_at(lo), nullptr, nullptr});
+    });
+  }
+  return out;
+}
+
+std::vector<ZeroOptimizer::Span> ZeroOptimizer::HeldStateSpans() {
+  std::vector<Span> out;
+  for (int bi = 0; bi < num_buckets(); ++bi) {
+    Bucket& b = *buckets_[bi];
+    b.ForEachSegment(b.update_begin, b.update_end, [&](size_t i, int64_t lo, int64_t hi) {
+      const int64_t s = lo - b.update_begin;
+      out.push_back(Span{&b.spec.params[i], bi, static_cast<int>(i), lo - b.offsets[i], hi - b.offsets[i], nullptr,
+                         b.exp_avg.data<float>() + s, b.exp_avg_sq.data<float>() + s});
+    });
+  }
+  return out;
+}
+
+int64_t& ZeroOptimizer::param_step(int bucket, int index) { return buckets_.at(bucket)->steps.at(index); }
 
 ZeroMemory ZeroOptimizer::Memory() const {
   ZeroMemory m;

@@ -65,6 +65,11 @@ struct ZeroParam {
   // False for a copy that other tensor-parallel ranks also hold (norm gains,
   // replicated biases) on every tp rank but one: counted once in norms.
   bool count_in_norm = true;
+  // The box this tensor is of the single-process model's tensor of the same
+  // name (a tensor-parallel shard is a block of rows or columns): its global
+  // shape and offset. Empty: the tensor is the whole of it.
+  std::vector<int64_t> global_shape;
+  std::vector<int64_t> global_offset;
 };
 
 struct ZeroBucketSpec {
@@ -111,8 +116,45 @@ class ZeroOptimizer {
   double SquaredGradNorm() const;
   void ScaleGradients(double factor);
   Status Step(double lr);
+  // Silent-corruption check (stages 0–1, where every rank of a bucket's
+  // group holds the same reduced gradient): an XXH3 digest of each bucket's
+  // reduced gradient, compared across its group (one all-gather per
+  // distinct group). `mismatch` stays empty when all replicas agree, else it
+  // names the buckets and the group ranks in the minority. Collective over
+  // every bucket group; call after FinishReductions(). No-op at stages 2–3.
+  Status CompareReplicaGradients(std::string* mismatch);
+  // Testing: damages the first element this rank owns of bucket `bucket`'s
+  // reduced gradient, on this rank only: a NaN, or one flipped mantissa bit
+  // (silent corruption of one replica).
+  void CorruptGradientForTesting(int bucket, bool nan);
   // Drops the reduced gradients without updating (a skipped step).
   Status DiscardGradients();
+
+  // Checkpoint access to the flat buffers. A span is the elements
+  // [begin, end) (row-major) of one parameter as this rank holds it, and
+  // where they live in the buffers.
+  struct Span {
+    const ZeroParam* param = nullptr;
+    int bucket = 0;
+    int index = 0;  // of the parameter in its bucket
+    int64_t begin = 0, end = 0;
+    float* value = nullptr;       // null in HeldStateSpans
+    float* exp_avg = nullptr;     // null in HeldValueSpans
+    float* exp_avg_sq = nullptr;
+  };
+  // This rank's canonical shard of every bucket (values and moments): over
+  // a bucket's group these tile every parameter exactly once.
+  std::vector<Span> OwnedSpans();
+  // Every parameter element this rank holds a value for (the whole
+  // parameter at stages 0–2, the own shard at stage 3).
+  std::vector<Span> HeldValueSpans();
+  // Every element this rank keeps optimizer state for.
+  std::vector<Span> HeldStateSpans();
+  // AdamW's step count of parameter `index` of `bucket` (the same on every
+  // rank of the bucket's group), and the number of Step() calls.
+  int64_t& param_step(int bucket, int index);
+  int64_t steps_taken() const { return steps_taken_; }
+  void set_steps_taken(int64_t steps) { steps_taken_ = steps; }
 
   ZeroMemory Memory() const;
   // Seconds spent waiting for reductions and all-gathers (not overlapped).
@@ -128,6 +170,7 @@ class ZeroOptimizer {
   ZeroOptions options_;
   std::vector<std::unique_ptr<Bucket>> buckets_;
   double comm_wait_s_ = 0;
+  int64_t steps_taken_ = 0;
 };
 
 }  // namespace tessera::parallel

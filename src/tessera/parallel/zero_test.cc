@@ -86,7 +86,7 @@ void CheckStage(int stage, int world) {
       Tensor p = pb.Init(i);
       p.set_requires_grad(true);
       params.push_back(p);
-      (i < 2 ? a : b).params.push_back({fmt::format("p{}", i), p, pb.decay[i], true});
+      (i < 2 ? a : b).params.push_back({fmt::format("p{}", i), p, pb.decay[i], true, {}, {}});
     }
     ZeroOptions options;
     options.stage = stage;
@@ -144,7 +144,7 @@ TEST(ZeroOptimizer, BadStageAndDtypeAreErrors) {
     ZeroOptions o;
     o.stage = 4;
     EXPECT_NE(ZeroOptimizer::Create({}, o).status().ToString().find("parallel.zero = 4"), std::string::npos);
-    ZeroBucketSpec spec{"blocks.0", {{"w", Tensor::Zeros({2, 2}, DType::kBF16), 0.0, true}}, &comm};
+    ZeroBucketSpec spec{"blocks.0", {{"w", Tensor::Zeros({2, 2}, DType::kBF16), 0.0, true, {}, {}}}, &comm};
     auto z = ZeroOptimizer::Create({spec}, {});
     ASSERT_FALSE(z.ok());
     EXPECT_NE(z.status().ToString().find("'w' of bucket 'blocks.0'"), std::string::npos) << z.status().ToString();

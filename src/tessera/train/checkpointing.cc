@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <span>
@@ -141,13 +142,23 @@ Status AsyncCheckpointer::Save(int64_t step, const models::Gpt& model, const opt
   return Status::Ok();
 }
 
-StatusOr<std::filesystem::path> ResolveResume(const std::string& spec, const std::filesystem::path& root) {
-  if (spec == "latest") {
-    TESSERA_ASSIGN_OR_RETURN(std::optional<ck::CheckpointEntry> latest, ck::LatestCheckpoint(root));
-    if (!latest) return NotFound("--resume latest: no checkpoint under '{}'", root.string());
-    return latest->dir;
-  }
-  return std::filesystem::path(spec);
+StatusOr<std::vector<std::filesystem::path>> ResumeCandidates(const std::string& spec,
+                                                              const std::filesystem::path& root) {
+  if (spec != "latest") return std::vector<std::filesystem::path>{spec};
+  TESSERA_ASSIGN_OR_RETURN(std::vector<ck::CheckpointEntry> all, ck::ListCheckpoints(root));
+  if (all.empty()) return NotFound("--resume latest: no checkpoint under '{}'", root.string());
+  std::vector<std::filesystem::path> out;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) out.push_back(it->dir);
+  return out;
+}
+
+StatusOr<std::string> EffectiveResume(const CheckpointOptions& options, const std::filesystem::path& root) {
+  if (!options.resume.empty()) return options.resume;
+  const char* restarts = std::getenv("TESSERA_RESTART_COUNT");
+  const bool saves = options.every > 0 || options.every_seconds > 0 || options.mtbf_hours > 0;
+  if (restarts == nullptr || std::atoi(restarts) <= 0 || !saves) return std::string();
+  TESSERA_ASSIGN_OR_RETURN(std::vector<ck::CheckpointEntry> all, ck::ListCheckpoints(root));
+  return all.empty() ? std::string() : std::string("latest");
 }
 
 StatusOr<ResumedState> LoadTrainerCheckpoint(const std::filesystem::path& dir, models::Gpt& model,

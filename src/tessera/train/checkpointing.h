@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -87,9 +88,17 @@ class AsyncCheckpointer {
   double pending_write_s_ = 0;
 };
 
-// The checkpoint directory `spec` names: "latest" (the highest step under
-// `root`; NotFound when there is none) or a path (which must hold one).
-StatusOr<std::filesystem::path> ResolveResume(const std::string& spec, const std::filesystem::path& root);
+// The checkpoints to try, in order, for `spec`: "latest" means every
+// checkpoint under `root`, newest first (NotFound when there is none) — a
+// resume falls back to an older one when a newer one is damaged; a path
+// means just that directory.
+StatusOr<std::vector<std::filesystem::path>> ResumeCandidates(const std::string& spec,
+                                                              const std::filesystem::path& root);
+
+// What a run resumes from: `options.resume`; else, when the launcher's
+// agent restarted the job (TESSERA_RESTART_COUNT > 0) and the run saves
+// checkpoints, "latest" if `root` holds any; else "" (start fresh).
+StatusOr<std::string> EffectiveResume(const CheckpointOptions& options, const std::filesystem::path& root);
 
 struct ResumedState {
   int64_t step = 0;

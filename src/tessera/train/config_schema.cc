@@ -209,6 +209,48 @@ Status ConfigSchema::ApplyTable(const toml::table& table, const std::string& sou
   return walk(table, "");
 }
 
+namespace {
+
+// The TOML node of a JSON value (null has none: InvalidArgument).
+StatusOr<std::unique_ptr<toml::node>> JsonToToml(const nlohmann::json& j, const std::string& key) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::boolean: return std::unique_ptr<toml::node>(new toml::value<bool>(j.get<bool>()));
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned:
+      return std::unique_ptr<toml::node>(new toml::value<int64_t>(j.get<int64_t>()));
+    case nlohmann::json::value_t::number_float:
+      return std::unique_ptr<toml::node>(new toml::value<double>(j.get<double>()));
+    case nlohmann::json::value_t::string:
+      return std::unique_ptr<toml::node>(new toml::value<std::string>(j.get<std::string>()));
+    case nlohmann::json::value_t::array: {
+      auto arr = std::make_unique<toml::array>();
+      for (const auto& e : j) {
+        TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<toml::node> n, JsonToToml(e, key));
+        arr->push_back(std::move(*n));
+      }
+      return std::unique_ptr<toml::node>(std::move(arr));
+    }
+    case nlohmann::json::value_t::object: {
+      auto table = std::make_unique<toml::table>();
+      for (const auto& [k, v] : j.items()) {
+        TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<toml::node> n, JsonToToml(v, key.empty() ? k : key + "." + k));
+        table->insert(k, std::move(*n));
+      }
+      return std::unique_ptr<toml::node>(std::move(table));
+    }
+    default: return InvalidArgument("config key '{}' has a {} value", key, j.type_name());
+  }
+}
+
+}  // namespace
+
+Status ConfigSchema::ApplyJson(const nlohmann::json& config, const std::string& source) {
+  if (!config.is_object()) return InvalidArgument("{}: the config must be a JSON object", source);
+  StatusOr<std::unique_ptr<toml::node>> node = JsonToToml(config, "");
+  if (!node.ok()) return node.status().WithContext(source);
+  return ApplyTable(*(*node)->as_table(), source);
+}
+
 Status ConfigSchema::ApplyFile(const std::string& path) {
   toml::table table;
   try {

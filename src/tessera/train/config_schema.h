@@ -41,6 +41,9 @@ class ConfigSchema {
   // Applies every key of a parsed TOML file (`source` names it in errors).
   Status ApplyFile(const std::string& path);
   Status ApplyTable(const toml::table& table, const std::string& source);
+  // Applies a nested JSON object as ToJson() writes it (a config stored in
+  // a run record or a checkpoint).
+  Status ApplyJson(const nlohmann::json& config, const std::string& source);
   // Applies one "dotted.key=value" override; the value is parsed as a TOML
   // value ("5", "true", "1e-3", "[1, 2]", "\"s\"") or else taken as a bare string.
   Status ApplyOverride(const std::string& assignment);

@@ -10,6 +10,7 @@
 #include "tessera/base/error.h"
 #include "tessera/base/knobs.h"
 #include "tessera/base/logging.h"
+#include "tessera/comm/api/gather_strings.h"
 #include "tessera/graph/functional.h"
 #include "tessera/graph/tape.h"
 #include "tessera/hal/device.h"
@@ -18,6 +19,8 @@
 #include "tessera/optim/schedule.h"
 #include "tessera/parallel/pipeline/partition.h"
 #include "tessera/parallel/tensor_parallel/collectives.h"
+#include "tessera/train/checkpointing.h"
+#include "tessera/train/gradient_guard.h"
 #include "tessera/train/progress.h"
 #include "tessera/train/report.h"
 #include "tessera/train/run_record.h"
@@ -35,21 +38,6 @@ base::Knob<int64_t> kInjectOverflowStep("TESSERA_INJECT_GRAD_OVERFLOW_STEP", 0,
 
 Status Sum(comm::Communicator& c, std::vector<double>& v) {
   return c.AllReduce(v.data(), v.data(), v.size(), comm::DataType::kFloat64, comm::ReduceOp::kSum);
-}
-
-// Every rank's string, on every rank.
-StatusOr<std::vector<std::string>> AllGatherStrings(comm::Communicator& c, const std::string& mine) {
-  int64_t len = static_cast<int64_t>(mine.size());
-  std::vector<int64_t> lens(c.size());
-  TESSERA_RETURN_IF_ERROR(c.AllGather(&len, lens.data(), 1, comm::DataType::kInt64));
-  const int64_t max_len = std::max<int64_t>(1, *std::max_element(lens.begin(), lens.end()));
-  std::string padded = mine;
-  padded.resize(max_len);
-  std::string all(max_len * c.size(), '\0');
-  TESSERA_RETURN_IF_ERROR(c.AllGather(padded.data(), all.data(), max_len, comm::DataType::kUint8));
-  std::vector<std::string> out;
-  for (int r = 0; r < c.size(); ++r) out.push_back(all.substr(r * max_len, lens[r]));
-  return out;
 }
 
 nlohmann::json TimelineJson(const std::vector<parallel::TimelineEvent>& events) {
@@ -116,12 +104,6 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(const TrainCo
                                                                    comm::Communicator& world,
                                                                    const ParallelTrainerOptions& options) {
   TESSERA_RETURN_IF_ERROR(config.Validate());
-  if (config.checkpoint.every > 0 || config.checkpoint.every_seconds > 0 || config.checkpoint.mtbf_hours > 0 ||
-      !config.checkpoint.resume.empty()) {
-    return Unimplemented("[checkpoint] saving and resuming work for single-process runs only so far; this run "
-                         "has {} ranks (the multi-rank save and resharding load are not built yet)",
-                         world.size());
-  }
   std::unique_ptr<ParallelTrainer> t(new ParallelTrainer(config, world, options));
   t->is_rank0_ = world.rank() == 0;
   const parallel::ParallelConfig& pc = config.parallel;
@@ -187,6 +169,7 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(const TrainCo
   t->zero_ = std::move(zero).value();
   t->step_ = std::make_unique<parallel::TrainStep>(*t->stage_, *t->zero_, *t->mesh_, pc);
   t->loss_scale_ = pc.precision == "fp16" ? pc.loss_scale : 1.0;
+  TESSERA_RETURN_IF_ERROR(t->SetUpCheckpoints());
   return t;
 }
 
@@ -218,95 +201,6 @@ StatusOr<double> ParallelTrainer::GlobalGradNorm() {
   return std::sqrt(sq[0]);
 }
 
-EvalResult ParallelTrainer::Evaluate() {
-  try {
-    auto r = EvaluateImpl();
-    if (r.ok()) return *r;
-    TLOG(ERROR, "evaluation on rank {}: {}", world_.rank(), r.status().ToString());
-  } catch (const OpError& e) {
-    TLOG(ERROR, "evaluation on rank {}: {}", world_.rank(), e.what());
-  }
-  return EvalResult{};
-}
-
-StatusOr<EvalResult> ParallelTrainer::EvaluateImpl() {
-  graph::NoGradGuard no_grad;
-  models::Gpt& gpt = stage_->model();
-  gpt.SetTraining(false);
-  std::vector<double> acc = {0, 0, 0, 0};  // loss sum, tokens, hits, total
-  const int64_t n = std::min(dataset_->NumEvalSamples(), config_.eval.samples);
-  const parallel::ParallelConfig& pc = config_.parallel;
-  const int pp_rank = mesh_->coord().pp;
-  const int chunks = pc.pp * pc.virtual_stages;
-  // Data-parallel ranks split the samples; the pipeline passes activations
-  // stage to stage (virtual stage u runs on pp rank u mod pp).
-  auto run_segments = [&](const std::vector<int>& segs, Tensor x, const parallel::MicroBatchInput& mb,
-                          bool stop_before_head) -> StatusOr<Tensor> {
-    parallel::MicroBatchStats scratch;
-    for (int s : segs) {
-      if (stop_before_head && stage_->segment(s).layer == config_.model.n_layers) break;
-      for (int bucket : stage_->segment(s).uses) TESSERA_RETURN_IF_ERROR(zero_->Gather(bucket));
-      x = stage_->RunSegment(s, x, mb, &scratch);
-      for (int bucket : stage_->segment(s).uses) zero_->Release(bucket);
-    }
-    return x;
-  };
-  // Every data-parallel rank runs the same number of batches (expert
-  // parallelism exchanges tokens between them): one without samples left
-  // repeats the first batch and does not count it.
-  const int64_t batches = (n + config_.eval.batch - 1) / config_.eval.batch;
-  const int64_t rounds = (batches + pc.dp - 1) / pc.dp;
-  for (int64_t round = 0; round < rounds; ++round) {
-    int64_t first = (round * pc.dp + mesh_->coord().dp) * config_.eval.batch;
-    const bool counted = first < n;
-    if (!counted) first = 0;
-    const int64_t b = std::min(config_.eval.batch, n - first);
-    data::Batch batch = dataset_->EvalBatch(first, b);
-    parallel::MicroBatchInput mb;
-    mb.ids = batch.inputs;
-    mb.targets = batch.targets;
-    Tensor x;
-    for (int u = 0; u < chunks; ++u) {
-      if (u % pc.pp != pp_rank) continue;
-      const int chunk = u / pc.pp;
-      if (u > 0 && pc.pp > 1) {
-        auto [shape, dtype] = stage_->ActivationSpec(b);
-        x = Tensor::Empty(shape, dtype);
-        TESSERA_RETURN_IF_ERROR(mesh_->pp().Recv(x.raw_data(), x.numel(), parallel::CommDataType(dtype),
-                                                 (u - 1) % pc.pp));
-      }
-      const bool last = u == chunks - 1;
-      TESSERA_ASSIGN_OR_RETURN(x, run_segments(stage_->chunk_segments(chunk), x, mb, last));
-      if (!last && pc.pp > 1) {
-        x = x.Contiguous();
-        TESSERA_RETURN_IF_ERROR(mesh_->pp().Send(x.raw_data(), x.numel(), parallel::CommDataType(x.dtype()),
-                                                 (u + 1) % pc.pp));
-      }
-      if (last) {
-        const int head = stage_->chunk_segments(chunk).back();
-        for (int bucket : stage_->segment(head).uses) TESSERA_RETURN_IF_ERROR(zero_->Gather(bucket));
-        Tensor logits = stage_->HeadLogits(x);
-        for (int bucket : stage_->segment(head).uses) zero_->Release(bucket);
-        if (counted && mesh_->coord().tp == 0) {
-          Tensor ce = graph::CrossEntropy(logits, batch.targets);
-          acc[0] += ce.Item() * static_cast<double>(batch.num_target_tokens);
-          acc[1] += static_cast<double>(batch.num_target_tokens);
-          data::MetricCounts c = dataset_->Score(batch, logits);
-          acc[2] += static_cast<double>(c.hits);
-          acc[3] += static_cast<double>(c.total);
-        }
-      }
-    }
-  }
-  gpt.SetTraining(true);
-  TESSERA_RETURN_IF_ERROR(Sum(world_, acc));
-  EvalResult r;
-  r.loss = acc[1] > 0 ? acc[0] / acc[1] : 0;
-  r.metric = acc[3] > 0 ? acc[2] / acc[3] : 0;
-  r.samples = n;
-  return r;
-}
-
 Status ParallelTrainer::Run(TrainSummary* summary) {
   try {
     return RunImpl(summary);
@@ -322,7 +216,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   std::unique_ptr<RunRecord> record;
   const std::string run_dir = t.out_dir + "/" + config_.name;
   if (is_rank0_ && options_.base.write_records) {
-    TESSERA_ASSIGN_OR_RETURN(record, RunRecord::Create(run_dir));
+    TESSERA_ASSIGN_OR_RETURN(record, RunRecord::Create(run_dir, first_step_ > 1 ? first_step_ - 1 : -1));
     TESSERA_RETURN_IF_ERROR(record->WriteJson("config.json", config_.ToJson()));
   }
   optim::WarmupCosineSchedule sched{t.lr, t.min_lr, std::min(t.warmup_steps, t.steps), t.steps};
@@ -360,8 +254,16 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   ReportData report;
   parallel::StepResult traced;
   // The step whose timeline goes into report.html (and trace.json).
-  const int64_t timeline_step = options_.trace_step > 0 ? std::min(options_.trace_step, t.steps) : std::min<int64_t>(2, t.steps);
-  for (int64_t step = 1; step <= t.steps; ++step) {
+  const int64_t timeline_step = options_.trace_step > 0 ? std::min(options_.trace_step, t.steps)
+                                                       : std::min<int64_t>(first_step_ + 1, t.steps);
+  if (!resumed_from_.empty()) message(fmt::format("resumed from {} (step {})", resumed_from_, first_step_ - 1));
+  CheckpointSchedule schedule(config_.checkpoint);
+  GradientGuard guard(config_.guard);
+  // A time-based schedule is decided on rank 0 (clocks differ) and broadcast.
+  const bool time_based = config_.checkpoint.every_seconds > 0 ||
+                          (config_.checkpoint.every <= 0 && config_.checkpoint.mtbf_hours > 0);
+  auto last_save = Clock::now();
+  for (int64_t step = first_step_; step <= t.steps; ++step) {
     const auto s0 = Clock::now();
     const double sync0 = zero_->comm_wait_seconds();  // gradient reductions + parameter gathers
     parallel::StepResult res;
@@ -379,10 +281,19 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
     }
     const int64_t inject = options_.inject_overflow_step > 0 ? options_.inject_overflow_step : kInjectOverflowStep.Get();
     if (inject == step) zero_->ScaleGradients(std::numeric_limits<double>::infinity());
+    InjectGradientFaults(step);
+    std::string mismatch;
+    if (config_.guard.replica_checksum) {
+      TESSERA_ASSIGN_OR_RETURN(mismatch, ReplicaMismatch());
+    }
     TESSERA_ASSIGN_OR_RETURN(double scaled_norm, GlobalGradNorm());
     const double grad_norm = scaled_norm / loss_scale_;
     const double lr = sched.LearningRate(step - 1);
-    if (std::isfinite(grad_norm)) {
+    std::string why;
+    const GradientVerdict verdict = guard.Check(grad_norm, mismatch, &why);
+    // fp16 overflow is routine (the loss scale adapts), not a fault.
+    const bool fp16_overflow = verdict == GradientVerdict::kNonFinite && pc.precision == "fp16";
+    if (verdict == GradientVerdict::kOk) {
       double factor = 1.0 / loss_scale_;
       if (t.grad_clip > 0 && grad_norm > t.grad_clip) factor *= t.grad_clip / (grad_norm + 1e-6);
       if (factor != 1.0) zero_->ScaleGradients(factor);
@@ -392,20 +303,37 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
         good_steps_ = 0;
       }
     } else {
-      ++skipped;
       TESSERA_RETURN_IF_ERROR(zero_->DiscardGradients());
-      if (pc.precision == "fp16") {
+      int64_t back = -1;  // the step a rollback replays from (-1: skip the update instead)
+      if (!fp16_overflow && config_.guard.on_failure == "rollback" && rollbacks_[step]++ == 0 && checkpointer_) {
+        TESSERA_ASSIGN_OR_RETURN(back, RollBack(step, why));
+      }
+      if (back >= 0) {
+        const int64_t keep = std::max<int64_t>(0, back - (first_step_ - 1));
+        if (static_cast<int64_t>(losses_.size()) > keep) losses_.resize(keep);
+        std::erase_if(report.steps, [&](const auto& row) { return row.step > back; });
+        std::erase_if(report.evals, [&](const auto& row) { return row.step > back; });
+        if (record) TESSERA_RETURN_IF_ERROR(record->Rewind(back));
+        message(fmt::format("step {}: {} ({}); rolled back to the checkpoint of step {}, replaying", step,
+                            VerdictName(verdict), why, back));
+        step = back;
+        continue;
+      }
+      ++skipped;
+      if (fp16_overflow) {
         loss_scale_ = std::max(1.0, loss_scale_ / 2);
         good_steps_ = 0;
         message(fmt::format("step {}: gradient overflow (norm {}); update skipped, loss scale lowered to {}", step,
                             grad_norm, loss_scale_));
       } else {
-        message(fmt::format("step {}: gradient norm is {}; update skipped", step, grad_norm));
+        message(fmt::format("step {}: {} ({}); update skipped", step, VerdictName(verdict), why));
+        Event({{"event", "step_skipped"}, {"step", step}, {"reason", std::string(VerdictName(verdict))},
+               {"detail", why}});
       }
     }
     const auto s1 = Clock::now();
     const double step_s = Seconds(s0, s1);
-    if (step > 1 || t.steps == 1) {
+    if (step > first_step_ || t.steps == first_step_) {
       timed_s += step_s;
       timed_tokens += tokens_per_step;
       const double step_sync = zero_->comm_wait_seconds() - sync0;
@@ -429,6 +357,15 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
       if (pc.precision == "fp16") row["loss_scale"] = loss_scale_;
       TESSERA_RETURN_IF_ERROR(record->AppendMetrics(row));
     }
+    if (checkpointer_) {
+      int64_t due = schedule.Due(step, first_step_, Seconds(last_save, Clock::now())) ? 1 : 0;
+      if (time_based) TESSERA_RETURN_IF_ERROR(world_.Broadcast(&due, &due, 1, comm::DataType::kInt64, 0));
+      if (due) {
+        TESSERA_RETURN_IF_ERROR(checkpointer_->Save(step, *zero_, CheckpointMetadata(step)));
+        schedule.Saved(checkpointer_->last_snapshot_seconds());
+        last_save = Clock::now();
+      }
+    }
     const bool eval_now = step == t.steps || (config_.eval.every > 0 && step % config_.eval.every == 0);
     if (eval_now) {
       last_eval = Evaluate();
@@ -444,6 +381,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
       }
     }
   }
+  if (checkpointer_) TESSERA_RETURN_IF_ERROR(checkpointer_->Wait());
   if (is_rank0_) progress.Finish();
 
   // Per-rank figures, gathered everywhere (every rank keeps the summary).
@@ -468,6 +406,12 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   s.steps = t.steps;
   s.skipped_steps = skipped;
   s.final_loss = losses_.back();
+  if (checkpointer_) {
+    s.checkpoints = checkpointer_->saves();
+    s.checkpoint_snapshot_s = checkpointer_->snapshot_seconds();
+    s.checkpoint_write_s = checkpointer_->write_seconds();
+    s.checkpoint_interval_s = schedule.interval_seconds();
+  }
   const size_t tail = std::min<size_t>(10, losses_.size());
   for (size_t i = losses_.size() - tail; i < losses_.size(); ++i) s.final_loss_avg10 += losses_[i] / tail;
   if (have_eval) s.eval = last_eval;
@@ -525,7 +469,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
                                                           stage_->first_layer().end() - 1)))},
                 {"ranks", ranks}};
   TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> timelines,
-                           AllGatherStrings(world_, TimelineJson(traced.timeline).dump()));
+                           comm::AllGatherStrings(world_, TimelineJson(traced.timeline).dump()));
   if (record) {
     TESSERA_RETURN_IF_ERROR(record->WriteJson("summary.json", s.ToJson()));
     report.summary = s.ToJson();

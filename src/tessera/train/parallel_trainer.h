@@ -11,6 +11,11 @@
 // global-norm clipping over the whole mesh, fp16 dynamic loss scaling,
 // AdamW through ZeroOptimizer at the warm-up + cosine rate. So fp32 losses
 // and parameters match the single-process run up to summation order.
+// With [checkpoint], every rank saves its shard of each checkpoint
+// asynchronously (sharded_checkpointer.h), and a run resumes from a
+// checkpoint of any layout (or of the single-process Trainer): parameters,
+// AdamW state, loss scale, and the step, which fixes the data order and
+// dropout masks, so training continues as if uninterrupted.
 // Rank 0 shows the progress bar and writes runs/<name>/ (config.json,
 // metrics.jsonl, summary.json with per-rank memory, communication
 // fraction, pipeline bubble and stage balance; report.html; and with
@@ -18,6 +23,7 @@
 // One thread drives a ParallelTrainer; kernels parallelize inside.
 #pragma once
 
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -28,6 +34,7 @@
 #include "tessera/parallel/mesh.h"
 #include "tessera/parallel/train_step.h"
 #include "tessera/parallel/zero.h"
+#include "tessera/train/sharded_checkpointer.h"
 #include "tessera/train/trainer.h"
 
 namespace tessera::train {
@@ -38,6 +45,14 @@ struct ParallelTrainerOptions {
   // Fault injection (tests): poison one gradient with inf at this step
   // (0: the TESSERA_INJECT_GRAD_OVERFLOW_STEP knob, default never).
   int64_t inject_overflow_step = 0;
+  // Fault injection (tests; 0: the TESSERA_INJECT_GRAD_NAN_STEP /
+  // TESSERA_INJECT_GRAD_CORRUPT_STEP knobs): at this step, rank
+  // `inject_rank` alone puts a NaN into its reduced gradient, or flips one
+  // bit of it (silent corruption of one replica). Each happens once per
+  // process (a rollback's replay runs clean).
+  int64_t inject_nan_step = 0;
+  int64_t inject_corrupt_step = 0;
+  int inject_rank = -1;  // -1: TESSERA_INJECT_RANK (default 0)
 };
 
 class ParallelTrainer {
@@ -53,6 +68,11 @@ class ParallelTrainer {
   // under ZeRO-3 gathered first, so collective then) — for parity checks
   // against the single-process Trainer.
   StatusOr<std::map<std::string, Tensor>> LocalParameters();
+  // Collective, synchronous: saves the current state (after the last step
+  // run, or the resumed one) as a checkpoint in `dir` (`tessera ckpt
+  // convert` to another layout).
+  Status SaveCheckpoint(const std::filesystem::path& dir);
+  int64_t completed_steps() const { return first_step_ - 1 + static_cast<int64_t>(losses_.size()); }
   const parallel::DeviceMesh& mesh() const { return *mesh_; }
   // Per-step mean training loss of the run so far (every rank).
   const std::vector<double>& losses() const { return losses_; }
@@ -65,6 +85,17 @@ class ParallelTrainer {
   StatusOr<EvalResult> EvaluateImpl();
   std::vector<parallel::MicroBatchInput> MicroBatches(int64_t step, float loss_scale);
   StatusOr<double> GlobalGradNorm();
+  Status SetUpCheckpoints();  // resume, and the saver (Create)
+  // Fault injection for this step (see the options).
+  void InjectGradientFaults(int64_t step);
+  // Replicas' reduced gradients compared, agreed over the world: "" when all
+  // agree, else what differs where.
+  StatusOr<std::string> ReplicaMismatch();
+  // Reloads the latest checkpoint into the optimizer (collective); returns
+  // its step, from which the run replays.
+  StatusOr<int64_t> RollBack(int64_t step, const std::string& why);
+  void Event(nlohmann::json event) const;  // rank 0: runs/<name>/events.jsonl
+  nlohmann::json CheckpointMetadata(int64_t step) const;
 
   TrainConfig config_;
   comm::Communicator& world_;
@@ -79,6 +110,14 @@ class ParallelTrainer {
   std::vector<double> layer_costs_;  // measured, when the model is pipelined
   double loss_scale_ = 1.0;
   int64_t good_steps_ = 0;
+  // Checkpoints ([checkpoint]): where, the saver, and the first step to run
+  // (after a resumed checkpoint's).
+  std::filesystem::path ckpt_root_;
+  std::unique_ptr<ShardedCheckpointer> checkpointer_;
+  int64_t first_step_ = 1;
+  std::string resumed_from_;
+  bool injected_nan_ = false, injected_corruption_ = false;
+  std::map<int64_t, int> rollbacks_;  // per step: a failure that recurs after a rollback is skipped instead
 };
 
 }  // namespace tessera::train

@@ -3,6 +3,7 @@
 //   metrics.jsonl  one JSON object per step (and per evaluation), flushed
 //                  as written so a crash keeps every finished step
 //   summary.json   final figures, written atomically (temp file + rename)
+//   events.jsonl   fault-tolerance events (AppendEvent), across restarts
 // Errors name the path. Single-threaded use.
 #pragma once
 
@@ -27,6 +28,8 @@ class RunRecord {
 
   const std::string& dir() const { return dir_; }
   Status AppendMetrics(const nlohmann::json& row);
+  // Drops the rows of steps after `step` (a rollback replays them).
+  Status Rewind(int64_t step);
   // Writes `name` inside the run directory atomically.
   Status WriteJson(const std::string& name, const nlohmann::json& value);
 
@@ -35,6 +38,12 @@ class RunRecord {
   std::string dir_;
   FILE* metrics_ = nullptr;
 };
+
+// Appends one event (a JSON object; "time" in Unix seconds added when
+// missing) as a line of <run_dir>/events.jsonl — recoveries, skipped and
+// rolled-back steps, failures the launcher's agent saw. Never truncated:
+// the history of every attempt of the run.
+Status AppendEvent(const std::string& run_dir, nlohmann::json event);
 
 // Writes `contents` to `path` atomically: a temp file in the same folder,
 // fsync, rename. An existing file is replaced only once the new one is whole.

@@ -95,6 +95,13 @@ void BindAll(ConfigSchema& s, TrainConfig& c, EnumText& e, int64_t& model_seed) 
   s.Bind("checkpoint.mtbf_hours", &c.checkpoint.mtbf_hours,
          "mean time between failures of this job; with no interval set, saves every sqrt(2 x measured save cost x "
          "MTBF) seconds (Young/Daly; 0 = off)");
+  s.Bind("guard.spike_factor", &c.guard.spike_factor,
+         "a gradient norm above this x the running median fails verification (0 = off)");
+  s.Bind("guard.spike_window", &c.guard.spike_window, "accepted steps in the running median of gradient norms");
+  s.Bind("guard.replica_checksum", &c.guard.replica_checksum,
+         "compare a checksum of the reduced gradients across data-parallel replicas (ZeRO 0-1)");
+  s.Bind("guard.on_failure", &c.guard.on_failure,
+         "skip (drop the update) | rollback (reload the last checkpoint and replay from it)");
   s.Bind("checkpoint.keep", &c.checkpoint.keep, "checkpoints kept (older ones are deleted after a save)");
   s.Bind("checkpoint.resume", &c.checkpoint.resume,
          "resume from a checkpoint directory or \"latest\" (of checkpoint.dir); \"\" = start fresh");
@@ -103,12 +110,22 @@ void BindAll(ConfigSchema& s, TrainConfig& c, EnumText& e, int64_t& model_seed) 
 }  // namespace
 
 StatusOr<TrainConfig> TrainConfig::Load(const std::string& path, const std::vector<std::string>& overrides) {
+  return Build([&](ConfigSchema& schema) { return schema.ApplyFile(path); }, path, overrides);
+}
+
+StatusOr<TrainConfig> TrainConfig::FromJson(const nlohmann::json& config, const std::string& source,
+                                            const std::vector<std::string>& overrides) {
+  return Build([&](ConfigSchema& schema) { return schema.ApplyJson(config, source); }, source, overrides);
+}
+
+StatusOr<TrainConfig> TrainConfig::Build(const std::function<Status(ConfigSchema&)>& apply, const std::string& path,
+                                         const std::vector<std::string>& overrides) {
   TrainConfig c;
   EnumText e{"layernorm", "gelu", "fp32", "fp32"};
   int64_t model_seed = static_cast<int64_t>(c.model.seed);
   ConfigSchema schema;
   BindAll(schema, c, e, model_seed);
-  TESSERA_RETURN_IF_ERROR(schema.ApplyFile(path));
+  TESSERA_RETURN_IF_ERROR(apply(schema));
   for (const std::string& o : overrides) TESSERA_RETURN_IF_ERROR(schema.ApplyOverride(o));
 
   auto with = [&](Status st) { return st.WithContext(fmt::format("loading config '{}'", path)); };
@@ -171,6 +188,13 @@ Status TrainConfig::Validate() const {
     return InvalidArgument("checkpoint.every, every_seconds and mtbf_hours must be >= 0 and checkpoint.keep >= 1 "
                            "(got {}, {}, {}, {})",
                            checkpoint.every, checkpoint.every_seconds, checkpoint.mtbf_hours, checkpoint.keep);
+  }
+  if (guard.spike_factor < 0 || (guard.spike_factor > 0 && guard.spike_factor <= 1) || guard.spike_window < 1) {
+    return InvalidArgument("guard.spike_factor must be 0 (off) or > 1 and guard.spike_window >= 1 (got {}, {})",
+                           guard.spike_factor, guard.spike_window);
+  }
+  if (guard.on_failure != "skip" && guard.on_failure != "rollback") {
+    return InvalidArgument("guard.on_failure must be 'skip' or 'rollback', got '{}'", guard.on_failure);
   }
   TESSERA_RETURN_IF_ERROR(
       parallel::ValidateParallelConfig(parallel, model, train.global_batch, train.micro_batch));

@@ -14,6 +14,7 @@
 // messages naming the key and where it was set. Plain value type.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@
 #include "tessera/parallel/parallel_config.h"
 
 namespace tessera::train {
+
+class ConfigSchema;
 
 struct DataOptions {
   std::string kind = "arithmetic";  // arithmetic | text | shards
@@ -68,6 +71,15 @@ struct CheckpointOptions {
   std::string resume = ""; // a checkpoint directory, "latest" (of dir), or "" (start fresh)
 };
 
+// [guard]: gradient verification before each optimizer step
+// (gradient_guard.h).
+struct GuardOptions {
+  double spike_factor = 0;      // > 0: a norm above this × the running median fails (0: off)
+  int64_t spike_window = 20;    // accepted steps in the running median
+  bool replica_checksum = true; // compare data-parallel replicas of the reduced gradients (ZeRO 0-1)
+  std::string on_failure = "skip";  // skip | rollback (to the last checkpoint, then replay)
+};
+
 struct TrainConfig {
   std::string name = "run";
   models::GptConfig model;
@@ -75,15 +87,23 @@ struct TrainConfig {
   TrainOptions train;
   EvalOptions eval;
   CheckpointOptions checkpoint;
+  GuardOptions guard;
   parallel::ParallelConfig parallel;
 
   // Loads `path` then applies `overrides` ("train.steps=50"), validates.
   static StatusOr<TrainConfig> Load(const std::string& path, const std::vector<std::string>& overrides);
+  // The same from a config as ToJson() wrote it (`source` names it in errors).
+  static StatusOr<TrainConfig> FromJson(const nlohmann::json& config, const std::string& source,
+                                        const std::vector<std::string>& overrides);
   Status Validate() const;
   nlohmann::json ToJson() const;
   // The key reference (for `tessera train --help-config`).
   static std::string DescribeKeys();
   int64_t accumulation_steps() const { return train.global_batch / train.micro_batch; }
+
+ private:
+  static StatusOr<TrainConfig> Build(const std::function<Status(ConfigSchema&)>& apply, const std::string& source,
+                                     const std::vector<std::string>& overrides);
 };
 
 }  // namespace tessera::train

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <filesystem>
 
 #include <fmt/ranges.h>
@@ -181,15 +182,37 @@ Status Trainer::RunImpl(TrainSummary* summary) {
       config_.checkpoint.dir.empty() ? std::filesystem::path(run_dir) / "checkpoints"
                                      : std::filesystem::path(config_.checkpoint.dir);
   int64_t first_step = 1;
-  if (!config_.checkpoint.resume.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(std::filesystem::path dir, ResolveResume(config_.checkpoint.resume, ckpt_root));
-    TESSERA_ASSIGN_OR_RETURN(ResumedState resumed, LoadTrainerCheckpoint(dir, *model_, opt));
-    if (resumed.step >= t.steps) {
-      return InvalidArgument("checkpoint '{}' is at step {}, not before train.steps = {}: nothing left to train",
-                             dir.string(), resumed.step, t.steps);
+  TESSERA_ASSIGN_OR_RETURN(const std::string resume, EffectiveResume(config_.checkpoint, ckpt_root));
+  if (!resume.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(std::vector<std::filesystem::path> candidates, ResumeCandidates(resume, ckpt_root));
+    std::optional<ResumedState> resumed;
+    std::filesystem::path dir;
+    std::string skipped, reasons;
+    StatusCode first_code = StatusCode::kOk;
+    for (const std::filesystem::path& candidate : candidates) {
+      StatusOr<ResumedState> r = LoadTrainerCheckpoint(candidate, *model_, opt);
+      if (r.ok()) {
+        resumed = *r;
+        dir = candidate;
+        break;
+      }
+      if (resume != "latest") return r.status();
+      TLOG(WARN, "checkpoint '{}' cannot be loaded: {}", candidate.string(), r.status().ToString());
+      if (first_code == StatusCode::kOk) first_code = r.status().code();
+      skipped += fmt::format("{}{}", skipped.empty() ? "" : ", ", candidate.filename().string());
+      reasons += fmt::format("\n  {}: {}", candidate.filename().string(), r.status().ToString());
     }
-    first_step = resumed.step + 1;
-    progress.Message(fmt::format("resumed from {} (step {})", dir.string(), resumed.step));
+    if (!resumed) {
+      return Status(first_code, fmt::format("--resume latest: no usable checkpoint under '{}':{}", ckpt_root.string(),
+                                            reasons));
+    }
+    if (resumed->step >= t.steps) {
+      return InvalidArgument("checkpoint '{}' is at step {}, not before train.steps = {}: nothing left to train",
+                             dir.string(), resumed->step, t.steps);
+    }
+    first_step = resumed->step + 1;
+    progress.Message(fmt::format("resumed from {} (step {}){}", dir.string(), resumed->step,
+                                 skipped.empty() ? "" : " — newer checkpoints unusable: " + skipped));
   }
   std::unique_ptr<RunRecord> record;
   if (options_.write_records) {

@@ -11,11 +11,19 @@
 //
 // Slices are borrowed: their data must stay valid until Commit returns. Not
 // thread-safe (fill it from one thread).
+//
+// Several processes (the ranks of a job) save one checkpoint together with
+// the two halves of Commit: each writes its own shard with WriteShardFile
+// and sends the returned ShardRecord (as JSON) to one of them, which checks
+// that the records tile every tensor and writes index.json with
+// CommitCheckpointIndex — the same code path Commit uses.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -36,6 +44,41 @@ struct SliceToSave {
   const void* data = nullptr;  // ShapeVolume(shape) elements; borrowed until Commit returns
   int shard = 0;               // in [0, num_shards)
 };
+
+// One shard file as written: its name, size and digest, and each slice it
+// holds (tensor, dtype, global shape, key in the file, box).
+struct ShardRecord {
+  struct Slice {
+    std::string name;
+    StorageDtype dtype = StorageDtype::kF32;
+    std::vector<int64_t> global_shape;
+    SliceLocation location;
+  };
+  std::string file;
+  ShardFileInfo info;
+  std::vector<Slice> slices;
+};
+
+nlohmann::json ShardRecordToJson(const ShardRecord& record);
+// InvalidArgument naming `where` and the defect for malformed records.
+StatusOr<ShardRecord> ShardRecordFromJson(const nlohmann::json& j, std::string_view where);
+
+// Writes shard `shard` of `num_shards` of the checkpoint in `dir` (created
+// if needed) holding `slices` (their .shard is ignored): "<name>.tmp",
+// fsync, rename. A slice's key is its tensor's name, or "name@o0,o1,..."
+// when the shard holds several slices of that tensor. Refuses
+// (AlreadyExists) to write into a directory that already holds a
+// checkpoint.
+StatusOr<ShardRecord> WriteShardFile(const std::filesystem::path& dir, int shard, int num_shards, int64_t step,
+                                     std::span<const SliceToSave> slices);
+
+// Builds the index from every shard's record, validates it (InvalidArgument:
+// a tensor's slices overlap or leave gaps, dtypes disagree, a shard is
+// missing), writes index.json (never replacing one: AlreadyExists) and
+// fsyncs the directory and its parent. On failure the shard files named
+// by the records are removed unless another index.json refers to them.
+Status CommitCheckpointIndex(const std::filesystem::path& dir, int64_t step, const nlohmann::json& metadata,
+                             std::span<const ShardRecord> records);
 
 class CheckpointWriter {
  public:
@@ -58,9 +101,6 @@ class CheckpointWriter {
   Status Commit(const std::filesystem::path& dir) const;
 
  private:
-  struct Plan;
-  StatusOr<Plan> MakePlan() const;
-
   int num_shards_;
   int64_t step_;
   nlohmann::json metadata_ = nlohmann::json::object();
