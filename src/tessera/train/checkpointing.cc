@@ -152,11 +152,16 @@ StatusOr<std::vector<std::filesystem::path>> ResumeCandidates(const std::string&
   return out;
 }
 
-StatusOr<std::string> EffectiveResume(const CheckpointOptions& options, const std::filesystem::path& root) {
-  if (!options.resume.empty()) return options.resume;
+int RestartCount() {
   const char* restarts = std::getenv("TESSERA_RESTART_COUNT");
+  return restarts == nullptr ? 0 : std::max(0, std::atoi(restarts));
+}
+
+StatusOr<std::string> EffectiveResume(const CheckpointOptions& options, const std::filesystem::path& root,
+                                      int restart_count) {
+  if (!options.resume.empty()) return options.resume;
   const bool saves = options.every > 0 || options.every_seconds > 0 || options.mtbf_hours > 0;
-  if (restarts == nullptr || std::atoi(restarts) <= 0 || !saves) return std::string();
+  if ((restart_count >= 0 ? restart_count : RestartCount()) == 0 || !saves) return std::string();
   TESSERA_ASSIGN_OR_RETURN(std::vector<ck::CheckpointEntry> all, ck::ListCheckpoints(root));
   return all.empty() ? std::string() : std::string("latest");
 }

@@ -95,10 +95,16 @@ class AsyncCheckpointer {
 StatusOr<std::vector<std::filesystem::path>> ResumeCandidates(const std::string& spec,
                                                               const std::filesystem::path& root);
 
+// How many times the launcher's agent restarted this job
+// (TESSERA_RESTART_COUNT; 0 for a first attempt or without an agent).
+int RestartCount();
+
 // What a run resumes from: `options.resume`; else, when the launcher's
 // agent restarted the job (TESSERA_RESTART_COUNT > 0) and the run saves
 // checkpoints, "latest" if `root` holds any; else "" (start fresh).
-StatusOr<std::string> EffectiveResume(const CheckpointOptions& options, const std::filesystem::path& root);
+// `restart_count`: RestartCount() unless given.
+StatusOr<std::string> EffectiveResume(const CheckpointOptions& options, const std::filesystem::path& root,
+                                      int restart_count = -1);
 
 struct ResumedState {
   int64_t step = 0;

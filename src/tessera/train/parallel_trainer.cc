@@ -366,6 +366,12 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
         last_save = Clock::now();
       }
     }
+    if (memory_ && step % config_.checkpoint.memory_every == 0) {
+      Status ms = memory_->Save(step, *zero_, {{"loss_scale", loss_scale_}, {"good_steps", good_steps_}});
+      if (!ms.ok()) TLOG(WARN, "rank {}: in-memory snapshot failed: {}", world_.rank(), ms.ToString());
+    }
+    if (step == first_step_ && !restore_source_.empty()) RecordRecovery(record.get());
+    if (step == options_.crash_after_step) return Aborted("rank {}: crash injected after step {}", world_.rank(), step);
     const bool eval_now = step == t.steps || (config_.eval.every > 0 && step % config_.eval.every == 0);
     if (eval_now) {
       last_eval = Evaluate();
@@ -382,6 +388,10 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
     }
   }
   if (checkpointer_) TESSERA_RETURN_IF_ERROR(checkpointer_->Wait());
+  if (memory_) {
+    Status ms = memory_->Wait();
+    if (!ms.ok()) TLOG(WARN, "rank {}: in-memory snapshot failed: {}", world_.rank(), ms.ToString());
+  }
   if (is_rank0_) progress.Finish();
 
   // Per-rank figures, gathered everywhere (every rank keeps the summary).

@@ -34,6 +34,9 @@
 #include "tessera/parallel/mesh.h"
 #include "tessera/parallel/train_step.h"
 #include "tessera/parallel/zero.h"
+#include "tessera/train/checkpointing.h"
+#include "tessera/train/memory_checkpoint.h"
+#include "tessera/train/run_record.h"
 #include "tessera/train/sharded_checkpointer.h"
 #include "tessera/train/trainer.h"
 
@@ -53,6 +56,13 @@ struct ParallelTrainerOptions {
   int64_t inject_nan_step = 0;
   int64_t inject_corrupt_step = 0;
   int inject_rank = -1;  // -1: TESSERA_INJECT_RANK (default 0)
+  // Testing: Run() stops with Aborted right after this step (a crash; saves
+  // in flight finish in the destructor). 0: never.
+  int64_t crash_after_step = 0;
+  // The agent's restart count (-1: TESSERA_RESTART_COUNT) and ranks per
+  // node for the in-memory tier's replicas (0: LOCAL_WORLD_SIZE).
+  int restart_count = -1;
+  int ranks_per_node = 0;
 };
 
 class ParallelTrainer {
@@ -95,6 +105,11 @@ class ParallelTrainer {
   // its step, from which the run replays.
   StatusOr<int64_t> RollBack(int64_t step, const std::string& why);
   void Event(nlohmann::json event) const;  // rank 0: runs/<name>/events.jsonl
+  void RestoreScalars(const nlohmann::json& metadata);  // loss scale (fp16)
+  // After the first step of a resumed run: the "recovered" (after an agent
+  // restart) or "resumed" event — source, steps lost, seconds since the failure.
+  void RecordRecovery(const RunRecord* record) const;
+  int restart_count() const { return options_.restart_count >= 0 ? options_.restart_count : RestartCount(); }
   nlohmann::json CheckpointMetadata(int64_t step) const;
 
   TrainConfig config_;
@@ -114,6 +129,8 @@ class ParallelTrainer {
   // (after a resumed checkpoint's).
   std::filesystem::path ckpt_root_;
   std::unique_ptr<ShardedCheckpointer> checkpointer_;
+  std::unique_ptr<MemoryCheckpointer> memory_;
+  std::string restore_source_;  // "disk" | "memory" when resumed
   int64_t first_step_ = 1;
   std::string resumed_from_;
   bool injected_nan_ = false, injected_corruption_ = false;

@@ -1,6 +1,11 @@
 // ParallelTrainer's fault tolerance: checkpoints (resume, periodic sharded
 // saves, explicit saves), gradient verification and rollback.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "tessera/base/knobs.h"
 #include "tessera/base/logging.h"
@@ -72,6 +77,33 @@ StatusOr<int64_t> ParallelTrainer::RollBack(int64_t step, const std::string& why
   return r->step;
 }
 
+void ParallelTrainer::RecordRecovery(const RunRecord* record) const {
+  if (!is_rank0_) return;
+  const int64_t restored = first_step_ - 1;
+  nlohmann::json e = {{"event", restart_count() > 0 ? "recovered" : "resumed"},
+                      {"source", restore_source_},
+                      {"from", resumed_from_},
+                      {"restored_step", restored},
+                      {"attempt", restart_count()}};
+  if (record != nullptr && record->last_step_before_resume() >= 0) {
+    e["last_step_before"] = record->last_step_before_resume();
+    e["steps_lost"] = std::max<int64_t>(0, record->last_step_before_resume() - restored);
+  }
+  // The agent's account of the failure (launcher_agent.h).
+  if (const char* failure = std::getenv("TESSERA_LAST_FAILURE"); failure != nullptr) {
+    const nlohmann::json f = nlohmann::json::parse(failure, nullptr, false);
+    if (f.is_object()) {
+      e["failure"] = f;
+      if (f.contains("detected_at") && f["detected_at"].is_number()) {
+        const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        e["recovery_s"] = now - f["detected_at"].get<double>();
+      }
+    }
+  }
+  TLOG(INFO, "{}", e.dump());
+  Event(e);
+}
+
 void ParallelTrainer::Event(nlohmann::json event) const {
   if (!is_rank0_ || !options_.base.write_records) return;
   Status st = AppendEvent(config_.train.out_dir + "/" + config_.name, std::move(event));
@@ -82,20 +114,42 @@ Status ParallelTrainer::SetUpCheckpoints() {
   const CheckpointOptions& co = config_.checkpoint;
   ckpt_root_ = co.dir.empty() ? std::filesystem::path(config_.train.out_dir) / config_.name / "checkpoints"
                               : std::filesystem::path(co.dir);
-  TESSERA_ASSIGN_OR_RETURN(const std::string resume, EffectiveResume(co, ckpt_root_));
-  if (!resume.empty()) {
+  if (co.memory_every > 0) {
+    MemoryCheckpointOptions mo;
+    mo.ranks_per_node = options_.ranks_per_node;
+    mo.dir = co.memory_dir.empty()
+                 ? std::filesystem::path("/dev/shm") / fmt::format("tessera-{}", ::getuid()) / config_.name
+                 : std::filesystem::path(co.memory_dir);
+    auto m = MemoryCheckpointer::Create(world_, mo);
+    if (!m.ok()) return m.status();
+    memory_ = std::move(m).value();
+  }
+  TESSERA_ASSIGN_OR_RETURN(const std::string resume, EffectiveResume(co, ckpt_root_, restart_count()));
+  // After a failure the in-memory snapshot is the first choice (no disk
+  // read), unless a disk checkpoint is newer.
+  if (memory_ && (resume == "latest" || (co.resume.empty() && restart_count() > 0))) {
+    TESSERA_ASSIGN_OR_RETURN(std::optional<MemoryCheckpointer::Restored> m, memory_->Restore(*zero_));
+    TESSERA_ASSIGN_OR_RETURN(std::optional<parallel::checkpoint::CheckpointEntry> disk,
+                             parallel::checkpoint::LatestCheckpoint(ckpt_root_));
+    if (m && (!disk || disk->step <= m->step)) {
+      first_step_ = m->step + 1;
+      resumed_from_ = fmt::format("the in-memory snapshot{}", m->replicas_used > 0 ? fmt::format(
+                                      " ({} ranks from the next node's replica)", m->replicas_used) : "");
+      restore_source_ = "memory";
+      RestoreScalars(m->metadata);
+    }
+  }
+  if (!resume.empty() && restore_source_.empty()) {
     StatusOr<ShardedResume> r = LoadShardedCheckpoint(world_, resume, ckpt_root_, *zero_);
     if (!r.ok()) return r.status().WithContext(fmt::format("rank {}: resuming ({})", world_.rank(), resume));
-    if (r->step >= config_.train.steps) {
-      return InvalidArgument("checkpoint '{}' is at step {}, not before train.steps = {}: nothing left to train",
-                             r->dir.string(), r->step, config_.train.steps);
-    }
     first_step_ = r->step + 1;
     resumed_from_ = r->dir.string();
-    if (config_.parallel.precision == "fp16") {
-      loss_scale_ = r->metadata.value("loss_scale", loss_scale_);
-      good_steps_ = r->metadata.value("good_steps", int64_t{0});
-    }
+    restore_source_ = "disk";
+    RestoreScalars(r->metadata);
+  }
+  if (first_step_ - 1 >= config_.train.steps) {
+    return InvalidArgument("the state to resume is at step {}, not before train.steps = {}: nothing left to train",
+                           first_step_ - 1, config_.train.steps);
   }
   if (CheckpointSchedule(co).enabled()) {
     auto c = ShardedCheckpointer::Create(world_, ckpt_root_, co.keep);
@@ -103,6 +157,12 @@ Status ParallelTrainer::SetUpCheckpoints() {
     checkpointer_ = std::move(c).value();
   }
   return Status::Ok();
+}
+
+void ParallelTrainer::RestoreScalars(const nlohmann::json& metadata) {
+  if (config_.parallel.precision != "fp16" || !metadata.is_object()) return;
+  loss_scale_ = metadata.value("loss_scale", loss_scale_);
+  good_steps_ = metadata.value("good_steps", int64_t{0});
 }
 
 nlohmann::json ParallelTrainer::CheckpointMetadata(int64_t step) const {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -44,15 +45,14 @@ namespace {
 
 // Keeps the rows of steps <= `step` of a metrics file (a torn last line from
 // a crash does not parse and goes too), replacing it atomically.
-Status KeepRowsUpTo(const std::string& path, int64_t step) {
+Status KeepRowsUpTo(const std::string& path, int64_t step, int64_t* highest = nullptr) {
   std::string kept;
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (row.is_object() && row.contains("step") && row["step"].is_number_integer() &&
-        row["step"].get<int64_t>() <= step) {
-      kept += line + "\n";
-    }
+    if (!row.is_object() || !row.contains("step") || !row["step"].is_number_integer()) continue;
+    if (highest != nullptr) *highest = std::max(*highest, row["step"].get<int64_t>());
+    if (row["step"].get<int64_t>() <= step) kept += line + "\n";
   }
   return WriteFileAtomic(path, kept);
 }
@@ -65,7 +65,7 @@ StatusOr<std::unique_ptr<RunRecord>> RunRecord::Create(const std::string& dir, i
   if (ec) return IoError("cannot create run directory '{}': {}", dir, ec.message());
   std::unique_ptr<RunRecord> r(new RunRecord(dir));
   std::string path = dir + "/metrics.jsonl";
-  if (resume_step >= 0) TESSERA_RETURN_IF_ERROR(KeepRowsUpTo(path, resume_step));
+  if (resume_step >= 0) TESSERA_RETURN_IF_ERROR(KeepRowsUpTo(path, resume_step, &r->last_step_before_resume_));
   r->metrics_ = std::fopen(path.c_str(), resume_step >= 0 ? "a" : "w");
   if (r->metrics_ == nullptr) return IoError("cannot open '{}': {}", path, std::strerror(errno));
   return r;

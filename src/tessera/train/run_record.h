@@ -27,6 +27,9 @@ class RunRecord {
   ~RunRecord();
 
   const std::string& dir() const { return dir_; }
+  // For a resumed run: the highest step the existing metrics.jsonl had
+  // (the last step finished before the interruption; -1 if none).
+  int64_t last_step_before_resume() const { return last_step_before_resume_; }
   Status AppendMetrics(const nlohmann::json& row);
   // Drops the rows of steps after `step` (a rollback replays them).
   Status Rewind(int64_t step);
@@ -37,6 +40,7 @@ class RunRecord {
   explicit RunRecord(std::string dir) : dir_(std::move(dir)) {}
   std::string dir_;
   FILE* metrics_ = nullptr;
+  int64_t last_step_before_resume_ = -1;
 };
 
 // Appends one event (a JSON object; "time" in Unix seconds added when

@@ -103,6 +103,11 @@ void BindAll(ConfigSchema& s, TrainConfig& c, EnumText& e, int64_t& model_seed) 
   s.Bind("guard.on_failure", &c.guard.on_failure,
          "skip (drop the update) | rollback (reload the last checkpoint and replay from it)");
   s.Bind("checkpoint.keep", &c.checkpoint.keep, "checkpoints kept (older ones are deleted after a save)");
+  s.Bind("checkpoint.memory_every", &c.checkpoint.memory_every,
+         "multi-rank runs: keep an in-memory snapshot (tmpfs, with a replica on the next node) every N steps, "
+         "restored after a failure without reading disk (0 = off)");
+  s.Bind("checkpoint.memory_dir", &c.checkpoint.memory_dir,
+         "tmpfs folder of the in-memory snapshots (\"\" = /dev/shm/tessera-<uid>/<name>)");
   s.Bind("checkpoint.resume", &c.checkpoint.resume,
          "resume from a checkpoint directory or \"latest\" (of checkpoint.dir); \"\" = start fresh");
 }
@@ -184,8 +189,9 @@ Status TrainConfig::Validate() const {
     return InvalidArgument("eval.every must be >= 0 and eval.samples, eval.batch >= 1 (got {}, {}, {})", eval.every,
                            eval.samples, eval.batch);
   }
-  if (checkpoint.every < 0 || checkpoint.every_seconds < 0 || checkpoint.mtbf_hours < 0 || checkpoint.keep < 1) {
-    return InvalidArgument("checkpoint.every, every_seconds and mtbf_hours must be >= 0 and checkpoint.keep >= 1 "
+  if (checkpoint.every < 0 || checkpoint.every_seconds < 0 || checkpoint.mtbf_hours < 0 || checkpoint.keep < 1 ||
+      checkpoint.memory_every < 0) {
+    return InvalidArgument("checkpoint.every, every_seconds, mtbf_hours, memory_every must be >= 0 and checkpoint.keep >= 1 "
                            "(got {}, {}, {}, {})",
                            checkpoint.every, checkpoint.every_seconds, checkpoint.mtbf_hours, checkpoint.keep);
   }

@@ -69,6 +69,8 @@ struct CheckpointOptions {
   double mtbf_hours = 0;      // > 0 and no interval set: every_seconds from Young/Daly (checkpointing.h)
   int64_t keep = 3;           // keep the last K checkpoints
   std::string resume = ""; // a checkpoint directory, "latest" (of dir), or "" (start fresh)
+  int64_t memory_every = 0;    // in-memory snapshot (tmpfs, replicated to the next node) every N steps (0: off)
+  std::string memory_dir = ""; // "" = /dev/shm/tessera-<uid>/<name>
 };
 
 // [guard]: gradient verification before each optimizer step
