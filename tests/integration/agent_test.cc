@@ -32,6 +32,11 @@ using testing::Lines;
 using testing::ProcResult;
 using testing::RunCommand;
 using testing::Subprocess;
+using testing::Diagnose;
+using testing::OfKind;
+using testing::ReadEvents;
+
+std::string TempDir(const std::string& name) { return testing::FreshTempDir("agent-" + name); }
 
 constexpr milliseconds kRunLimit(90000);
 
@@ -101,39 +106,6 @@ std::vector<std::string> LaunchWorkers(std::vector<std::string> launch_args) {
   argv.insert(argv.end(), launch_args.begin(), launch_args.end());
   argv.insert(argv.end(), {"--", SelfExe(), "--gtest_filter=AgentChild.Worker"});
   return argv;
-}
-
-std::string Diagnose(const ProcResult& r) {
-  return "exit " + std::to_string(r.exit_code) + " signal " + std::to_string(r.term_signal) + " after " +
-         std::to_string(r.seconds) + " s\n--- stdout\n" + r.out + "\n--- stderr\n" + r.err;
-}
-
-// A fresh directory for one test's files.
-std::string TempDir(const std::string& name) {
-  std::string dir = ::testing::TempDir() + "tessera-agent-" + name + "-" + std::to_string(::getpid());
-  std::string cmd = "rm -rf '" + dir + "'";
-  EXPECT_EQ(std::system(cmd.c_str()), 0);
-  ::mkdir(dir.c_str(), 0755);
-  return dir;
-}
-
-std::vector<nlohmann::json> ReadEvents(const std::string& path) {
-  std::vector<nlohmann::json> events;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    EXPECT_TRUE(j.is_object()) << "not a JSON object: " << line;
-    if (j.is_object()) events.push_back(j);
-  }
-  return events;
-}
-
-std::vector<nlohmann::json> OfKind(const std::vector<nlohmann::json>& events, const std::string& kind) {
-  std::vector<nlohmann::json> out;
-  for (const auto& e : events) {
-    if (e.value("event", "") == kind) out.push_back(e);
-  }
-  return out;
 }
 
 // The pid in "<prefix><pid>" in `text`, or -1.

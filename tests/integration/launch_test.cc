@@ -44,11 +44,6 @@ std::string SelfExe() {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
-std::string Diagnose(const ProcResult& r) {
-  return "exit " + std::to_string(r.exit_code) + " signal " + std::to_string(r.term_signal) + " after " +
-         std::to_string(r.seconds) + " s\n--- stdout\n" + r.out + "\n--- stderr\n" + r.err;
-}
-
 TEST(LaunchTest, FourRanksGetTheirEnvironmentAndPrefixedLines) {
   ProcResult r = RunCommand(
       Launch({"--nproc", "4"},

@@ -15,12 +15,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 extern char** environ;
 
@@ -209,6 +216,40 @@ inline ProcResult RunCommand(const std::vector<std::string>& argv, std::chrono::
                              const std::map<std::string, std::string>& env = {}) {
   Subprocess p(argv, env);
   return p.Finish(timeout);
+}
+
+// What a finished command did, for failure messages.
+inline std::string Diagnose(const ProcResult& r) {
+  return "exit " + std::to_string(r.exit_code) + " signal " + std::to_string(r.term_signal) + " after " +
+         std::to_string(r.seconds) + " s\n--- stdout\n" + r.out + "\n--- stderr\n" + r.err;
+}
+
+// A fresh directory for one test's files ("tessera-<name>-<pid>").
+inline std::string FreshTempDir(const std::string& name) {
+  std::string dir = ::testing::TempDir() + "tessera-" + name + "-" + std::to_string(::getpid());
+  std::string cmd = "rm -rf '" + dir + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  ::mkdir(dir.c_str(), 0755);
+  return dir;
+}
+
+inline std::vector<nlohmann::json> ReadEvents(const std::string& path) {
+  std::vector<nlohmann::json> events;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    EXPECT_TRUE(j.is_object()) << "not a JSON object: " << line;
+    if (j.is_object()) events.push_back(j);
+  }
+  return events;
+}
+
+inline std::vector<nlohmann::json> OfKind(const std::vector<nlohmann::json>& events, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  for (const auto& e : events) {
+    if (e.value("event", "") == kind) out.push_back(e);
+  }
+  return out;
 }
 
 }  // namespace tessera::testing

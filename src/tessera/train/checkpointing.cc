@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "tessera/base/knobs.h"
 #include "tessera/base/logging.h"
 #include "tessera/parallel/checkpoint/checkpoint_reader.h"
 #include "tessera/parallel/checkpoint/checkpoint_root.h"
@@ -150,6 +151,11 @@ StatusOr<std::vector<std::filesystem::path>> ResumeCandidates(const std::string&
   std::vector<std::filesystem::path> out;
   for (auto it = all.rbegin(); it != all.rend(); ++it) out.push_back(it->dir);
   return out;
+}
+
+int64_t FaultInjectionRank() {
+  static base::Knob<int64_t> rank("TESSERA_INJECT_RANK", 0, "testing: the rank the injected faults hit");
+  return rank.Get();
 }
 
 int RestartCount() {

@@ -95,6 +95,10 @@ class AsyncCheckpointer {
 StatusOr<std::vector<std::filesystem::path>> ResumeCandidates(const std::string& spec,
                                                               const std::filesystem::path& root);
 
+// Testing: the rank that injected faults (TESSERA_INJECT_* knobs) hit
+// (TESSERA_INJECT_RANK, default 0).
+int64_t FaultInjectionRank();
+
 // How many times the launcher's agent restarted this job
 // (TESSERA_RESTART_COUNT; 0 for a first attempt or without an agent).
 int RestartCount();

@@ -371,6 +371,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
       if (!ms.ok()) TLOG(WARN, "rank {}: in-memory snapshot failed: {}", world_.rank(), ms.ToString());
     }
     if (step == first_step_ && !restore_source_.empty()) RecordRecovery(record.get());
+    InjectProcessFaults(step);
     if (step == options_.crash_after_step) return Aborted("rank {}: crash injected after step {}", world_.rank(), step);
     const bool eval_now = step == t.steps || (config_.eval.every > 0 && step % config_.eval.every == 0);
     if (eval_now) {

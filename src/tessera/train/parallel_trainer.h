@@ -98,6 +98,9 @@ class ParallelTrainer {
   Status SetUpCheckpoints();  // resume, and the saver (Create)
   // Fault injection for this step (see the options).
   void InjectGradientFaults(int64_t step);
+  // SIGKILL / SIGSTOP of this process after `step` (TESSERA_INJECT_KILL_STEP,
+  // TESSERA_INJECT_STOP_STEP on TESSERA_INJECT_RANK; first attempt only).
+  void InjectProcessFaults(int64_t step) const;
   // Replicas' reduced gradients compared, agreed over the world: "" when all
   // agree, else what differs where.
   StatusOr<std::string> ReplicaMismatch();

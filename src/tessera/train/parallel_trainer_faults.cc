@@ -2,6 +2,7 @@
 // saves, explicit saves), gradient verification and rollback.
 #include <unistd.h>
 
+#include <csignal>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "tessera/base/knobs.h"
 #include "tessera/base/logging.h"
 #include "tessera/comm/api/gather_strings.h"
+#include "tessera/comm/heartbeat.h"
 #include "tessera/parallel/checkpoint/checkpoint_root.h"
 #include "tessera/train/run_record.h"
 #include "tessera/train/checkpointing.h"
@@ -22,12 +24,15 @@ base::Knob<int64_t> kInjectNanStep("TESSERA_INJECT_GRAD_NAN_STEP", 0,
                                    "testing: one rank's reduced gradient gets a NaN at this step (0 = never)");
 base::Knob<int64_t> kInjectCorruptStep("TESSERA_INJECT_GRAD_CORRUPT_STEP", 0,
                                        "testing: one rank's reduced gradient gets a flipped bit at this step");
-base::Knob<int64_t> kInjectRank("TESSERA_INJECT_RANK", 0, "testing: the rank the gradient faults hit");
+base::Knob<int64_t> kInjectKillStep("TESSERA_INJECT_KILL_STEP", 0,
+                                    "testing: that rank SIGKILLs itself after this step, on the first attempt only");
+base::Knob<int64_t> kInjectStopStep("TESSERA_INJECT_STOP_STEP", 0,
+                                    "testing: that rank SIGSTOPs itself (hangs) after this step, first attempt only");
 
 }  // namespace
 
 void ParallelTrainer::InjectGradientFaults(int64_t step) {
-  const int64_t rank = options_.inject_rank >= 0 ? options_.inject_rank : kInjectRank.Get();
+  const int64_t rank = options_.inject_rank >= 0 ? options_.inject_rank : FaultInjectionRank();
   if (world_.rank() != rank || zero_->num_buckets() == 0) return;
   const int64_t nan_step = options_.inject_nan_step > 0 ? options_.inject_nan_step : kInjectNanStep.Get();
   const int64_t corrupt_step =
@@ -41,6 +46,20 @@ void ParallelTrainer::InjectGradientFaults(int64_t step) {
     injected_corruption_ = true;
     TLOG(WARN, "rank {}: flipping a bit of the reduced gradient at step {} (fault injection)", rank, step);
     zero_->CorruptGradientForTesting(0, /*nan=*/false);
+  }
+}
+
+void ParallelTrainer::InjectProcessFaults(int64_t step) const {
+  if (restart_count() > 0 || world_.rank() != FaultInjectionRank()) return;
+  for (auto [knob, sig] : {std::pair{kInjectKillStep.Get(), SIGKILL}, std::pair{kInjectStopStep.Get(), SIGSTOP}}) {
+    if (knob != step) continue;
+    // The failure strikes during the next step: step `step`'s in-memory
+    // snapshot (asynchronous) is complete by then, as it would be for any
+    // step that takes longer than a snapshot write.
+    if (memory_) (void)memory_->Wait();
+    TLOG(WARN, "rank {}: raising {} after step {} (fault injection)", world_.rank(), sig == SIGKILL ? "SIGKILL" : "SIGSTOP",
+         step);
+    std::raise(sig);
   }
 }
 
@@ -102,6 +121,7 @@ void ParallelTrainer::RecordRecovery(const RunRecord* record) const {
   }
   TLOG(INFO, "{}", e.dump());
   Event(e);
+  comm::ReportRestored(restore_source_, restored, e.value("steps_lost", int64_t{0}));  // to the agent, if any
 }
 
 void ParallelTrainer::Event(nlohmann::json event) const {

@@ -1,9 +1,11 @@
 #include "tessera/train/sharded_checkpointer.h"
 
 #include <chrono>
+#include <csignal>
 #include <system_error>
 #include <vector>
 
+#include "tessera/base/knobs.h"
 #include "tessera/base/logging.h"
 #include "tessera/comm/api/gather_strings.h"
 #include "tessera/parallel/checkpoint/checkpoint_reader.h"
@@ -19,6 +21,19 @@ namespace ck = parallel::checkpoint;
 using Clock = std::chrono::steady_clock;
 
 constexpr char kKind[] = "tessera-trainer";
+
+base::Knob<int64_t> kKillInSaveStep("TESSERA_INJECT_KILL_IN_SAVE_STEP", 0,
+                                     "testing: TESSERA_INJECT_RANK SIGKILLs itself while saving this step's checkpoint "
+                                     "(its shard written, the index not yet), on the first attempt only");
+
+// A crash in the middle of a save: the shard files are there, index.json is not.
+void MaybeKillInSave(int64_t step, int rank) {
+  if (kKillInSaveStep.Get() != step || RestartCount() > 0 || rank != FaultInjectionRank()) {
+    return;
+  }
+  TLOG(WARN, "rank {}: SIGKILL in the middle of saving step {} (fault injection)", rank, step);
+  std::raise(SIGKILL);
+}
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
@@ -40,6 +55,7 @@ Status WriteAndCommit(comm::Communicator& c, const std::filesystem::path& root, 
                       int64_t step, const parallel::StateSnapshot& snap, const nlohmann::json& metadata,
                       int64_t keep) {
   StatusOr<ck::ShardRecord> mine = ck::WriteShardFile(dir, c.rank(), c.size(), step, snap.slices);
+  MaybeKillInSave(step, c.rank());
   const nlohmann::json report = mine.ok() ? nlohmann::json{{"record", ck::ShardRecordToJson(*mine)}}
                                           : nlohmann::json{{"error", StatusToJson(mine.status())}};
   TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> reports, comm::AllGatherStrings(c, report.dump()));
