@@ -71,6 +71,8 @@ Status RunTrain(const TrainArgs& args) {
   TESSERA_ASSIGN_OR_RETURN(train::TrainConfig config, train::TrainConfig::Load(args.config, args.overrides));
   if (!args.resume.empty()) config.checkpoint.resume = args.resume;
   TESSERA_ASSIGN_OR_RETURN(comm::JobEnv job, comm::ReadJobEnv());
+  TESSERA_RETURN_IF_ERROR(parallel::ResolveElasticDp(config.parallel, config.model, config.train.global_batch,
+                                                     config.train.micro_batch, job.world_size));
   if (config.parallel.is_parallel() || job.world_size > 1) return RunParallel(config, args);
   train::TrainerOptions options;
   options.force_plain = args.plain;

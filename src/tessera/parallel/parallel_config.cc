@@ -1,9 +1,20 @@
 #include "tessera/parallel/parallel_config.h"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
 namespace tessera::parallel {
 
 Status ValidateParallelConfig(const ParallelConfig& c, const models::GptConfig& m, int64_t global_batch,
                               int64_t micro_batch) {
+  if (c.dp == 0) {
+    // Elastic: the job's world size sets dp (ResolveElasticDp); check the
+    // rest with the smallest dp the mesh allows.
+    ParallelConfig probe = c;
+    probe.dp = std::max(1, c.ep);
+    return ValidateParallelConfig(probe, m, global_batch, micro_batch);
+  }
   TESSERA_RETURN_IF_ERROR(ValidateMeshShape(c.mesh(), c.world_size()));
   if (c.zero < 0 || c.zero > 3) return InvalidArgument("parallel.zero = {} must be 0, 1, 2 or 3", c.zero);
   if (c.zero == 3 && c.pp > 1) {
@@ -82,6 +93,21 @@ Status ValidateParallelConfig(const ParallelConfig& c, const models::GptConfig& 
                            c.loss_scale, c.loss_scale_window);
   }
   return Status::Ok();
+}
+
+Status ResolveElasticDp(ParallelConfig& c, const models::GptConfig& m, int64_t global_batch, int64_t micro_batch,
+                        int world_size) {
+  if (c.dp != 0) return Status::Ok();
+  const int per_replica = c.tp * c.pp;
+  if (world_size < per_replica || world_size % per_replica != 0) {
+    return InvalidArgument("parallel.dp = 0 (elastic): the job's {} ranks are not a multiple of parallel.tp x "
+                           "parallel.pp = {}",
+                           world_size, per_replica);
+  }
+  c.dp = world_size / per_replica;
+  Status st = ValidateParallelConfig(c, m, global_batch, micro_batch);
+  if (!st.ok()) return st.WithContext(fmt::format("parallel.dp = 0 (elastic) became {} for {} ranks", c.dp, world_size));
+  return st;
 }
 
 }  // namespace tessera::parallel

@@ -15,7 +15,7 @@
 namespace tessera::parallel {
 
 struct ParallelConfig {
-  int dp = 1;
+  int dp = 1;                       // 0: elastic, world_size / (tp · pp) at each (re)start
   int tp = 1;
   int pp = 1;
   int ep = 1;
@@ -41,5 +41,12 @@ struct ParallelConfig {
 // a whole number and, for interleaved, a multiple of pp.
 Status ValidateParallelConfig(const ParallelConfig& config, const models::GptConfig& model, int64_t global_batch,
                               int64_t micro_batch);
+
+// parallel.dp = 0 means elastic: dp = world_size / (tp · pp), whatever the
+// job's size at this (re)start — a job that lost a node continues with fewer
+// replicas (the same global batch, through more micro-batches each) and
+// grows back. Sets c.dp and validates; a no-op when dp is set.
+Status ResolveElasticDp(ParallelConfig& c, const models::GptConfig& m, int64_t global_batch, int64_t micro_batch,
+                        int world_size);
 
 }  // namespace tessera::parallel

@@ -103,12 +103,15 @@ ParallelTrainer::~ParallelTrainer() = default;
 StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(const TrainConfig& config,
                                                                    comm::Communicator& world,
                                                                    const ParallelTrainerOptions& options) {
-  TESSERA_RETURN_IF_ERROR(config.Validate());
-  std::unique_ptr<ParallelTrainer> t(new ParallelTrainer(config, world, options));
+  TrainConfig resolved = config;
+  TESSERA_RETURN_IF_ERROR(parallel::ResolveElasticDp(resolved.parallel, resolved.model, resolved.train.global_batch,
+                                                     resolved.train.micro_batch, world.size()));
+  TESSERA_RETURN_IF_ERROR(resolved.Validate());
+  std::unique_ptr<ParallelTrainer> t(new ParallelTrainer(resolved, world, options));
   t->is_rank0_ = world.rank() == 0;
-  const parallel::ParallelConfig& pc = config.parallel;
-  if (config.train.threads > 0) {
-    hal::SetNumThreads(static_cast<int>(config.train.threads));
+  const parallel::ParallelConfig& pc = resolved.parallel;
+  if (resolved.train.threads > 0) {
+    hal::SetNumThreads(static_cast<int>(resolved.train.threads));
   } else {
     // Ranks of one host share its cores.
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -121,21 +124,21 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(const TrainCo
   auto mesh = parallel::DeviceMesh::Create(world, pc.mesh());
   if (!mesh.ok()) return mesh.status().WithContext("building the device mesh");
   t->mesh_ = std::move(mesh).value();
-  std::vector<int> first_layer = parallel::EvenLayerSplit(config.model.n_layers, pc.pp * pc.virtual_stages);
+  std::vector<int> first_layer = parallel::EvenLayerSplit(resolved.model.n_layers, pc.pp * pc.virtual_stages);
   if (pc.pp * pc.virtual_stages > 1) {
     // Balance the stages by measured per-layer cost (rank 0 measures, every
     // rank uses its figures so all agree).
-    std::vector<double> costs(config.model.n_layers, 0.0);
+    std::vector<double> costs(resolved.model.n_layers, 0.0);
     if (world.rank() == 0) {
-      TESSERA_ASSIGN_OR_RETURN(costs, MeasureLayerCosts(config, *t->dataset_));
+      TESSERA_ASSIGN_OR_RETURN(costs, MeasureLayerCosts(resolved, *t->dataset_));
     }
     TESSERA_RETURN_IF_ERROR(world.Broadcast(costs.data(), costs.data(), costs.size(), comm::DataType::kFloat64, 0));
     std::vector<int> starts = parallel::PartitionLayers(costs, pc.pp * pc.virtual_stages);
-    starts.push_back(config.model.n_layers);
+    starts.push_back(resolved.model.n_layers);
     first_layer = starts;
     t->layer_costs_ = costs;
   }
-  auto stage = parallel::GptStage::Create(config.model, pc, *t->mesh_, first_layer);
+  auto stage = parallel::GptStage::Create(resolved.model, pc, *t->mesh_, first_layer);
   if (!stage.ok()) return stage.status().WithContext("building this rank's part of the model");
   t->stage_ = std::move(stage).value();
 
@@ -160,11 +163,11 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(const TrainCo
   }
   parallel::ZeroOptions zo;
   zo.stage = pc.zero;
-  zo.adam.beta1 = config.train.beta1;
-  zo.adam.beta2 = config.train.beta2;
-  zo.adam.eps = config.train.eps;
+  zo.adam.beta1 = resolved.train.beta1;
+  zo.adam.beta2 = resolved.train.beta2;
+  zo.adam.eps = resolved.train.eps;
   zo.offload_optimizer = offload;
-  auto zero = parallel::ZeroOptimizer::Create(t->stage_->TakeBucketSpecs(config.train.weight_decay), zo);
+  auto zero = parallel::ZeroOptimizer::Create(t->stage_->TakeBucketSpecs(resolved.train.weight_decay), zo);
   if (!zero.ok()) return zero.status().WithContext("building the optimizer");
   t->zero_ = std::move(zero).value();
   t->step_ = std::make_unique<parallel::TrainStep>(*t->stage_, *t->zero_, *t->mesh_, pc);

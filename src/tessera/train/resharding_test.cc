@@ -155,6 +155,41 @@ TEST(ShardedCheckpoint, ConvertedToAnotherLayoutHasItsShardsAndContinuesExactly)
   EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists) << again.status().ToString();
 }
 
+// parallel.dp = 0 (elastic): dp follows the job's size at each (re)start.
+std::vector<double> ElasticRun(int world, const std::vector<std::string>& extra) {
+  const TrainConfig config = Load(With(With(kModel, {"parallel.dp=0", "parallel.ep=2"}), extra));
+  std::vector<double> losses;
+  comm::testing::RunRanks(world, comm::testing::TestOptions(), [&](int rank, comm::Communicator& comm) {
+    ParallelTrainerOptions o;
+    o.base = QuietOptions();
+    auto trainer = ParallelTrainer::Create(config, comm, o);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+    EXPECT_EQ((*trainer)->mesh().shape().dp, world);
+    TrainSummary s;
+    ASSERT_TRUE((*trainer)->Run(&s).ok());
+    if (rank == 0) losses = (*trainer)->losses();
+  });
+  return losses;
+}
+
+TEST(ShardedCheckpoint, ElasticDpShrinksAndGrowsWithTheSameGlobalBatch) {
+  // Saved by 4 ranks (dp 4), continued by 2 (dp 2: twice the micro-batches
+  // each, the same global batch and learning rates), as after losing a node.
+  const std::filesystem::path root = Scratch("elastic");
+  const std::vector<double> four = ElasticRun(4, {fmt::format("checkpoint.dir=\"{}\"", root.string()),
+                                                  "checkpoint.every=2"});
+  EXPECT_EQ(four.size(), 4u);
+  const std::vector<double> two =
+      ElasticRun(2, {fmt::format("checkpoint.resume=\"{}\"", (root / "step-00000002").string())});
+  RunResult got;
+  got.losses = two;
+  RunResult tail = Oracle();
+  tail.losses.erase(tail.losses.begin(), tail.losses.begin() + 2);
+  ExpectMatches(tail, got, 1e-5, "dp 4 -> dp 2 (elastic)");
+  auto bad = TrainConfig::Load(ConfigPath(), {"parallel.dp=0", "parallel.tp=3"});
+  EXPECT_FALSE(bad.ok());
+}
+
 TEST(ShardedCheckpoint, LatestSkipsADamagedNewestCheckpoint) {
   // Saves after every step under dp 2 (ZeRO-2); step 4 is gone (as if the
   // run died before saving it) and step 3 has a flipped byte: "latest" must
