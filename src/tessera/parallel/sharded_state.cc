@@ -48,7 +48,7 @@ void ForEachGlobalBox(const ZeroOptimizer::Span& span, float* data,
   const Shape& local = span.param->param.shape();
   const std::vector<int64_t> shape(local.begin(), local.end());
   for (const ElementBox& box : RangeToBoxes(shape, span.begin, span.end)) {
-    fn(GlobalOffset(*span.param, box.offset), box.shape, data + (box.first - span.begin));
+    fn(GlobalOffset(*span.param, box.offset), box.shape, data != nullptr ? data + (box.first - span.begin) : nullptr);
   }
 }
 
@@ -159,6 +159,20 @@ Status LoadShardedState(const ck::CheckpointReader& reader, ZeroOptimizer& zero)
     });
     return st;
   };
+  // The shards this rank reads, loaded and checked concurrently first (the
+  // disk reads of one overlap the hashing of another).
+  std::vector<std::string> files;
+  auto want = [&](const std::string& tensor, const ZeroOptimizer::Span& s) {
+    ForEachGlobalBox(s, nullptr, [&](const std::vector<int64_t>& offset, const std::vector<int64_t>& shape, float*) {
+      for (std::string& f : reader.FilesFor(tensor, offset, shape)) files.push_back(std::move(f));
+    });
+  };
+  for (const ZeroOptimizer::Span& s : zero.HeldValueSpans()) want(kModel + s.param->name, s);
+  for (const ZeroOptimizer::Span& s : zero.HeldStateSpans()) {
+    want(kOptim + s.param->name + ".exp_avg", s);
+    want(kOptim + s.param->name + ".exp_avg_sq", s);
+  }
+  TESSERA_RETURN_IF_ERROR(reader.Prefetch(std::move(files)));
   for (const ZeroOptimizer::Span& s : zero.HeldValueSpans()) {
     TESSERA_RETURN_IF_ERROR(read_boxes(kModel + s.param->name, s, s.value));
   }

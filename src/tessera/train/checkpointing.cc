@@ -178,8 +178,11 @@ StatusOr<ResumedState> LoadTrainerCheckpoint(const std::filesystem::path& dir, m
   StatusOr<ck::CheckpointReader> opened = ck::CheckpointReader::Open(dir);
   if (!opened.ok()) return opened.status().WithContext(where());
   const ck::CheckpointReader& reader = *opened;
-  StatusOr<ck::VerifyReport> verified = reader.Verify();
-  if (!verified.ok()) return verified.status().WithContext(where());
+  // Every shard read and checked up front, concurrently.
+  std::vector<std::string> files;
+  for (const auto& [file, info] : reader.index().files) files.push_back(file);
+  Status verified = reader.Prefetch(std::move(files));
+  if (!verified.ok()) return verified.WithContext(where());
   const nlohmann::json& meta = reader.metadata();
   if (!meta.is_object() || meta.value("kind", "") != kKind || !meta.contains("step") ||
       !meta["step"].is_number_integer() || !meta.contains("forward_count") ||

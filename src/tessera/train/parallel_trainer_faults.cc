@@ -57,8 +57,12 @@ void ParallelTrainer::InjectProcessFaults(int64_t step) const {
     // snapshot (asynchronous) is complete by then, as it would be for any
     // step that takes longer than a snapshot write.
     if (memory_) (void)memory_->Wait();
-    TLOG(WARN, "rank {}: raising {} after step {} (fault injection)", world_.rank(), sig == SIGKILL ? "SIGKILL" : "SIGSTOP",
-         step);
+    const char* name = sig == SIGKILL ? "SIGKILL" : "SIGSTOP";
+    TLOG(WARN, "rank {}: raising {} after step {} (fault injection)", world_.rank(), name, step);
+    if (options_.base.write_records) {  // when the failure struck, for recovery-time figures
+      (void)AppendEvent(config_.train.out_dir + "/" + config_.name,
+                        {{"event", "fault_injected"}, {"kind", name}, {"rank", world_.rank()}, {"after_step", step}});
+    }
     std::raise(sig);
   }
 }

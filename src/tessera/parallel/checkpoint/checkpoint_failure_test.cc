@@ -94,6 +94,23 @@ TEST_F(CheckpointFailure, FlippedBitIsDataLossNamingTheFile) {
   EXPECT_NE(w.status().message().find(kShard1), std::string::npos);
 }
 
+TEST_F(CheckpointFailure, PrefetchLoadsOnlyTheNamedShardsAndReportsADamagedOne) {
+  std::string bytes = ReadFileBytes(dir_ / kShard1);
+  bytes[bytes.size() - 3] ^= 0x10;
+  WriteFileBytes(dir_ / kShard1, bytes);
+  StatusOr<CheckpointReader> reader = CheckpointReader::Open(dir_);
+  ASSERT_TRUE(reader.ok());
+  // The top-left box lives in shard 0 alone (the 2 x 2 grid: rows 0-1 in shard 0).
+  const std::vector<std::string> files = reader->FilesFor("w", std::vector<int64_t>{0, 0}, std::vector<int64_t>{2, 3});
+  ASSERT_EQ(files, std::vector<std::string>{kShard0});
+  EXPECT_TRUE(reader->Prefetch(files, 2).ok());
+  EXPECT_EQ(reader->FilesFor("w", std::vector<int64_t>{0, 0}, std::vector<int64_t>{4, 6}).size(), 2u);
+  EXPECT_TRUE(reader->FilesFor("nope", std::vector<int64_t>{0}, std::vector<int64_t>{1}).empty());
+  const Status st = reader->Prefetch({kShard0, kShard1, kShard1}, 4);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st.ToString();
+  EXPECT_NE(st.message().find(kShard1), std::string::npos) << st.ToString();
+}
+
 TEST_F(CheckpointFailure, TruncatedShard) {
   std::string bytes = ReadFileBytes(dir_ / kShard0);
   WriteFileBytes(dir_ / kShard0, bytes.substr(0, bytes.size() - 5));

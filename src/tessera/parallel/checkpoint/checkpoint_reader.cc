@@ -1,7 +1,10 @@
 #include "tessera/parallel/checkpoint/checkpoint_reader.h"
 
+#include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 #include "tessera/base/checksum.h"
@@ -118,6 +121,44 @@ StatusOr<std::shared_ptr<const SafetensorsFile>> CheckpointReader::Shard(const s
   if (slot.file != nullptr && !reload) return slot.file;
   TESSERA_ASSIGN_OR_RETURN(slot.file, LoadShard(file));
   return slot.file;
+}
+
+std::vector<std::string> CheckpointReader::FilesFor(std::string_view name, std::span<const int64_t> offset,
+                                                   std::span<const int64_t> shape) const {
+  std::vector<std::string> out;
+  const GlobalTensor* t = FindTensor(name);
+  if (t == nullptr || offset.size() != t->shape.size() || shape.size() != t->shape.size()) return out;
+  const Box want{{offset.begin(), offset.end()}, {shape.begin(), shape.end()}};
+  for (const SliceLocation& s : t->slices) {
+    if (IntersectBoxes(want, Box{s.offset, s.shape}) && std::find(out.begin(), out.end(), s.file) == out.end()) {
+      out.push_back(s.file);
+    }
+  }
+  return out;
+}
+
+Status CheckpointReader::Prefetch(std::vector<std::string> files, int threads) const {
+  std::sort(files.begin(), files.end());
+  files.erase(std::unique(files.begin(), files.end()), files.end());
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = std::min<int>(threads, static_cast<int>(files.size()));
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  Status first;
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < files.size();) {
+      Status st = Shard(files[i]).status();
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first.ok()) first = st;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  return first;
 }
 
 StatusOr<VerifyReport> CheckpointReader::Verify() const {

@@ -63,6 +63,15 @@ class CheckpointReader {
   // exactly the slices the index places in it, with their dtype and shape.
   StatusOr<VerifyReport> Verify() const;
 
+  // The shard files a box of tensor `name` reads from (empty for an unknown
+  // tensor or a box outside it).
+  std::vector<std::string> FilesFor(std::string_view name, std::span<const int64_t> offset,
+                                    std::span<const int64_t> shape) const;
+  // Loads and checks these shards now, up to `threads` at a time (0: one per
+  // core): the disk reads of one overlap the hashing of another. Later reads
+  // from them only copy. The first error, naming its file.
+  Status Prefetch(std::vector<std::string> files, int threads = 0) const;
+
   StatusOr<TensorData> ReadTensor(std::string_view name) const;
   // The box [offset, offset + shape) of tensor `name`.
   StatusOr<TensorData> ReadSlice(std::string_view name, std::span<const int64_t> offset,
