@@ -1,5 +1,5 @@
-// `tessera launch --nproc N [--nnodes M --node-rank R --master ADDR:PORT]
-//  [--token T] [--timeout S] [--grace S] [--max-restarts N] [--spares K]
+// `tessera launch --nproc N [--nnodes M|MIN:MAX --node-rank R --master ADDR:PORT]
+//  [--elastic-wait S] [--token T] [--timeout S] [--grace S] [--max-restarts N] [--spares K]
 //  [--heartbeat-timeout S] [--heartbeat-interval S] [--events PATH]
 //  -- CMD ARGS...`: starts N local ranks of CMD with the torchrun-style job
 // environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
@@ -11,7 +11,10 @@
 // failure up to --max-restarts times (default 0: a failure ends the job),
 // keeps --spares warm spare processes (Tessera workers only) that take a
 // failed rank's place, and writes every event to --events (JSON lines).
+// --nnodes MIN:MAX makes membership elastic: a lost node is dropped while
+// MIN remain, a returning one is added (docs/comm-control-plane.md).
 // The exit code is the job's (see comm/launcher.h).
+#include <charconv>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -27,7 +30,8 @@ namespace {
 
 struct LaunchArgs {
   int nproc = 1;
-  int nnodes = 1;
+  std::string nnodes = "1";
+  double elastic_wait_s = 10;
   int node_rank = 0;
   std::string master;
   std::string token;
@@ -45,9 +49,34 @@ struct LaunchArgs {
 
 comm::Timeout Seconds(double s) { return comm::Timeout(static_cast<int64_t>(std::llround(s * 1000.0))); }
 
+bool ParseCount(const std::string& text, int* out) {
+  int v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || v < 1) return false;
+  *out = v;
+  return true;
+}
+
+// "N" (a fixed number of nodes) or "MIN:MAX" (elastic).
+Status ParseNodes(const std::string& text, comm::LaunchOptions* o) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) {
+    if (!ParseCount(text, &o->nnodes)) return InvalidArgument("--nnodes '{}' is not a positive number or MIN:MAX", text);
+    o->min_nnodes = o->nnodes;
+    return Status::Ok();
+  }
+  if (!ParseCount(text.substr(0, colon), &o->min_nnodes) || !ParseCount(text.substr(colon + 1), &o->nnodes)) {
+    return InvalidArgument("--nnodes '{}' is not MIN:MAX with positive numbers", text);
+  }
+  o->elastic = true;
+  return Status::Ok();
+}
+
 Status ToOptions(const LaunchArgs& a, comm::LaunchOptions* o) {
   o->nproc = a.nproc;
-  o->nnodes = a.nnodes;
+  TESSERA_RETURN_IF_ERROR(ParseNodes(a.nnodes, o));
+  if (a.elastic_wait_s < 0) return InvalidArgument("--elastic-wait must be >= 0");
+  o->elastic_wait = Seconds(a.elastic_wait_s);
   o->node_rank = a.node_rank;
   if (!a.master.empty()) {
     TESSERA_RETURN_IF_ERROR(comm::ParseHostPort(a.master, &o->master_addr, &o->master_port).WithContext("in --master"));
@@ -89,9 +118,14 @@ void RegisterLaunchCommand(CLI::App& app) {
       "Start the local ranks of a job: `tessera launch --nproc N -- CMD ARGS...` (each rank gets RANK, "
       "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and TESSERA_JOB_TOKEN)");
   cmd->add_option("--nproc", args->nproc, "ranks to start on this node")->required()->check(CLI::Range(1, 4096));
-  cmd->add_option("--nnodes", args->nnodes, "nodes in the job")->check(CLI::PositiveNumber);
-  cmd->add_option("--node-rank", args->node_rank, "this node's index (0 hosts the job store)")
+  cmd->add_option("--nnodes", args->nnodes,
+                  "nodes in the job: N, or MIN:MAX for elastic membership (a lost node is dropped while MIN "
+                  "remain, a returning one is added)");
+  cmd->add_option("--node-rank", args->node_rank,
+                  "this node's index (0 hosts the job store and must stay, also in an elastic job)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--elastic-wait", args->elastic_wait_s,
+                  "elastic: seconds node 0 waits at the start for MAX nodes once MIN have joined (default 10)");
   cmd->add_option("--master", args->master,
                   "ADDR:PORT of node 0's job store (required with --nnodes > 1; optional port on one node)");
   cmd->add_option("--token", args->token,
@@ -114,7 +148,8 @@ void RegisterLaunchCommand(CLI::App& app) {
   cmd->add_option("--heartbeat-interval", args->heartbeat_interval_s,
                   "seconds between heartbeats (default: min(1, timeout/4))");
   cmd->add_option("--events", args->events,
-                  "append every agent event (failure, restart, spare_assigned, restored, gave_up, done) to this "
+                  "append every agent event (failure, restart, spare_assigned, restored, node_lost, node_joined, "
+                  "membership, gave_up, done) to this "
                   "JSON-lines file, e.g. runs/NAME/events.jsonl");
   cmd->add_option("command", args->command, "the command to run, after --")->required();
   cmd->callback([args] { Run(*args); });

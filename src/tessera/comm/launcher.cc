@@ -44,6 +44,11 @@ Status Validate(const LaunchOptions& o) {
   if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
     return InvalidArgument("--node-rank {} out of range 0..{} for --nnodes {}", o.node_rank, o.nnodes - 1, o.nnodes);
   }
+  if (o.elastic && (o.nnodes < 2 || o.min_nnodes < 1 || o.min_nnodes > o.nnodes)) {
+    return InvalidArgument("--nnodes {}:{} must have 1 <= MIN <= MAX and MAX >= 2 (one node: a plain --nnodes 1)",
+                           o.min_nnodes, o.nnodes);
+  }
+  if (o.elastic && o.elastic_wait.count() < 0) return InvalidArgument("--elastic-wait must be >= 0");
   if (o.nnodes > 1 && (o.master_addr.empty() || o.master_port <= 0)) {
     return InvalidArgument("--nnodes {} needs --master ADDR:PORT (node 0's address and the store port)", o.nnodes);
   }

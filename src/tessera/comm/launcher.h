@@ -40,6 +40,13 @@
 //     rank's place. Events go to stderr and to `events_path` (JSON lines).
 //     Multi-node: a node whose agent stops beating in the store is
 //     reported within `heartbeat_timeout` and the job fails (exit 1).
+//   - Elastic (`elastic`, --nnodes MIN:MAX; launcher_membership.h): the
+//     agents agree at every attempt on the live nodes (node 0 decides; it
+//     hosts the store and must stay). A lost node is dropped (a restart,
+//     bounded by max_restarts) while at least min_nnodes remain; a node
+//     agent started later joins at the next attempt (not a restart; at most
+//     nnodes + max_restarts joins). The ranks are renumbered contiguously
+//     over the live nodes in node order.
 // RunLaunch installs SIGINT/SIGTERM/SIGHUP/SIGCHLD/SIGPIPE handlers for its
 // duration (restored after); run one launch per process at a time.
 #pragma once
@@ -57,8 +64,13 @@ namespace tessera::comm {
 
 struct LaunchOptions {
   int nproc = 1;
-  int nnodes = 1;
+  int nnodes = 1;  // elastic: the most nodes (MAX)
   int node_rank = 0;
+  // Elastic membership (--nnodes MIN:MAX): between min_nnodes and nnodes
+  // nodes; a lost node is dropped, a returning one added at a restart.
+  bool elastic = false;
+  int min_nnodes = 1;
+  Timeout elastic_wait = Timeout(10000);  // first attempt: wait this long for MAX nodes once MIN joined
   // Required when nnodes > 1; optional on one node (port 0 = ephemeral).
   std::string master_addr;
   int master_port = 0;
@@ -95,7 +107,8 @@ struct LaunchResult {
   int exit_code = 0;
   std::string reason;  // empty on success; e.g. "rank 2 exited with code 3"
   std::vector<RankOutcome> ranks;  // of the last attempt
-  int restarts = 0;                // restarts that happened
+  int restarts = 0;                // restarts that happened (failures, lost nodes)
+  int attempts = 1;                // attempts this agent ran (elastic: also joins)
 };
 
 // Parses "host:port" or "[v6]:port".

@@ -48,14 +48,14 @@ EnvMap Agent::BaseEnv() const {
                         "TESSERA_LAST_FAILURE", "TESSERA_EVENTS_FILE"}) {
     env.erase(k);
   }
-  env["WORLD_SIZE"] = std::to_string(o_.nnodes * o_.nproc);
+  env["WORLD_SIZE"] = std::to_string(NumNodes() * o_.nproc);
   env["LOCAL_WORLD_SIZE"] = std::to_string(o_.nproc);
   env["MASTER_ADDR"] = store_.master_addr;
   env["MASTER_PORT"] = std::to_string(store_.master_port);
   env["TESSERA_JOB_TOKEN"] = store_.token;
   env["TESSERA_STORE_HOSTED"] = std::string(1, '1');
-  env["TESSERA_NODE_RANK"] = std::to_string(o_.node_rank);
-  env["TESSERA_NUM_NODES"] = std::to_string(o_.nnodes);
+  env["TESSERA_NODE_RANK"] = std::to_string(NodePosition());
+  env["TESSERA_NUM_NODES"] = std::to_string(NumNodes());
   env["TESSERA_MAX_RESTARTS"] = std::to_string(o_.max_restarts);
   if (!events_.path().empty()) env["TESSERA_EVENTS_FILE"] = events_.path();
   // The ranks write into pipes; tell them when those end on a terminal, so
@@ -68,6 +68,10 @@ EnvMap Agent::RestartVars() const {
   EnvMap vars = {{"TESSERA_RESTART_COUNT", std::to_string(gen_)},
                  {"TORCHELASTIC_RESTART_COUNT", std::to_string(gen_)}};
   if (gen_ > 0) vars["TESSERA_LAST_FAILURE"] = last_failure_.dump();
+  // The layout of this attempt (a spare started before a membership change).
+  vars["WORLD_SIZE"] = std::to_string(NumNodes() * o_.nproc);
+  vars["TESSERA_NODE_RANK"] = std::to_string(NodePosition());
+  vars["TESSERA_NUM_NODES"] = std::to_string(NumNodes());
   return vars;
 }
 
@@ -85,7 +89,7 @@ Status Agent::SpawnGroup() {
   for (const auto& [k, v] : RestartVars()) env[k] = v;
   bool used_spare = false;
   for (int local = 0; local < o_.nproc; ++local) {
-    const int rank = o_.node_rank * o_.nproc + local;
+    const int rank = NodePosition() * o_.nproc + local;
     if (gen_ > 0 && local == failed_local_ && o_.spares > 0) {
       Worker* spare = nullptr;
       for (const auto& w : workers_->all()) {
@@ -111,7 +115,7 @@ Status Agent::SpawnGroup() {
     auto w = workers_->Spawn(std::move(mine), rank, local, gen_);
     if (!w.ok()) return w.status();
   }
-  if (used_spare && gen_ < o_.max_restarts) SpawnSpare();  // keep K while restarts remain
+  if (used_spare && restarts_ < o_.max_restarts) SpawnSpare();  // keep K while restarts remain
   return Status::Ok();
 }
 
@@ -133,6 +137,7 @@ Agent::End Agent::AwaitOtherNodes() {
   // Without restarts a node's success is final (as before the agent).
   if (o_.max_restarts == 0) return End::kSuccess;
   std::optional<std::string> failed;
+  std::optional<nlohmann::json> change;
   Status st = nodes_->MarkDone(gen_);
   if (st.ok()) {
     // Bounded by the other agents' heartbeats (a lost agent ends the wait)
@@ -145,6 +150,10 @@ Agent::End Agent::AwaitOtherNodes() {
         [&]() -> StatusOr<bool> {
           TESSERA_ASSIGN_OR_RETURN(failed, nodes_->CheckFailure(gen_));
           if (failed.has_value()) return true;
+          if (membership_) {  // a member lost or a membership change before everyone finished
+            TESSERA_ASSIGN_OR_RETURN(change, membership_->Change(gen_));
+            if (change.has_value() || !nodes_->Stalled().empty()) return true;
+          }
           return nodes_->AllDone(gen_);
         },
         std::max(limit, Timeout(0)), fmt::format("the other nodes finishing attempt {}", gen_));
@@ -159,15 +168,31 @@ Agent::End Agent::AwaitOtherNodes() {
     OnRemoteFailure(*failed);
     return End::kRestartable;
   }
+  if (membership_ && (change.has_value() || !nodes_->Stalled().empty())) {
+    CheckMembership();
+    return Classify();
+  }
   return End::kSuccess;
 }
 
 bool Agent::PrepareRestart() {
-  events_.Say(fmt::format("restarting the ranks (restart {} of {}) after: {}", gen_ + 1, o_.max_restarts, reason_));
-  ++gen_;
+  if (why_ == Why::kJoin) {
+    events_.Say(fmt::format("restarting the ranks with more nodes (not counted as a restart) after: {}", reason_));
+  } else {
+    events_.Say(
+        fmt::format("restarting the ranks (restart {} of {}) after: {}", restarts_ + 1, o_.max_restarts, reason_));
+  }
   phase_ = Phase::kRunning;
-  reason_.clear();
   first_failure_ = nullptr;
+  if (membership_) {
+    const Entry e = Rendezvous(gen_ + 1, /*first=*/false);
+    why_ = Why::kFailure;
+    if (e == Entry::kAdmitted) reason_.clear();
+    return e == Entry::kAdmitted;
+  }
+  ++gen_;
+  ++restarts_;
+  reason_.clear();
   if (!nodes_) return true;
   Status st = nodes_->Arrive(gen_);
   if (st.ok()) {
@@ -206,8 +231,12 @@ void Agent::StopSpares() {
   }
 }
 
-void Agent::FinishMultiNode() {
+void Agent::FinishMultiNode(const LaunchResult& result) {
   if (!nodes_) return;
+  if (membership_ && o_.node_rank == 0) {  // agents still waiting to be admitted stop
+    Status closed = membership_->Close({{"exit_code", result.exit_code}, {"reason", result.reason}});
+    if (!closed.ok()) events_.Say(closed.message());
+  }
   Status st = nodes_->MarkFinished();
   if (!st.ok() || o_.node_rank != 0) return;
   // Node 0 hosts the store: keep it up until every node is done (bounded).
@@ -221,7 +250,8 @@ LaunchResult Agent::Result() {
   LaunchResult result;
   result.ranks = last_outcomes_;
   result.reason = reason_;
-  result.restarts = gen_;
+  result.restarts = restarts_;
+  result.attempts = attempts_;
   if (launcher_signal_ != 0) {
     result.exit_code = 128 + launcher_signal_;
   } else if (timed_out_) {
@@ -243,27 +273,43 @@ StatusOr<LaunchResult> Agent::Run() {
   TESSERA_RETURN_IF_ERROR(events_.Open(o_.events_path));
   job_start_ = Clock::now();
   job_deadline_ = o_.job_timeout.count() > 0 ? job_start_ + o_.job_timeout : Clock::time_point::max();
+  for (int node = 0; node < o_.nnodes; ++node) members_.nodes.push_back(node);
   if (store_.client) {
     nodes_ = std::make_unique<NodeSync>(store_.client, o_.node_rank, o_.nnodes, o_.heartbeat_timeout,
-                                        heartbeat_every_);
+                                        heartbeat_every_, o_.elastic);
   }
-  events_.Record("start", {{"nproc", o_.nproc},
-                           {"nnodes", o_.nnodes},
-                           {"max_restarts", o_.max_restarts},
-                           {"spares", o_.spares},
-                           {"heartbeat_timeout_s", o_.heartbeat_timeout.count() / 1000.0},
-                           {"command", o_.command}});
+  if (o_.elastic) {
+    membership_ = std::make_unique<Membership>(store_.client, nodes_.get(), o_.node_rank, o_.min_nnodes, o_.nnodes);
+  }
+  nlohmann::json start = {{"nproc", o_.nproc},
+                          {"nnodes", o_.nnodes},
+                          {"max_restarts", o_.max_restarts},
+                          {"spares", o_.spares},
+                          {"heartbeat_timeout_s", o_.heartbeat_timeout.count() / 1000.0},
+                          {"command", o_.command}};
+  if (o_.elastic) start["min_nnodes"] = o_.min_nnodes;
+  events_.Record("start", start);
   if (o_.spares > 0 && o_.max_restarts == 0) {
     events_.Say("--spares has no effect without --max-restarts: no spares started");
   } else {
     for (int i = 0; i < o_.spares; ++i) SpawnSpare();
   }
-  Status spawned = SpawnGroup();
-  if (spawned.ok()) {
-    TLOG(INFO, "launched {} ranks of `{}` (node {}/{}, store {}:{})", o_.nproc, o_.command[0], o_.node_rank,
-         o_.nnodes, store_.master_addr, store_.master_port);
+  Status spawned = Status::Ok();
+  Entry entry = Entry::kAdmitted;
+  if (membership_) {
+    Status st = membership_->Register();
+    if (!st.ok()) return st.WithContext(fmt::format("while node {} registers with the job store", o_.node_rank));
+    entry = Rendezvous(0, /*first=*/true);
   }
-  for (;;) {
+  if (entry == Entry::kAdmitted) {
+    spawned = SpawnGroup();
+    if (spawned.ok()) {
+      ++attempts_;
+      TLOG(INFO, "launched {} ranks of `{}` (node {}/{}, store {}:{})", o_.nproc, o_.command[0], NodePosition(),
+           NumNodes(), store_.master_addr, store_.master_port);
+    }
+  }
+  for (; entry == Entry::kAdmitted;) {
     if (!spawned.ok()) {
       fatal_ = true;
       BeginStop(SIGTERM, "could not start every rank");
@@ -276,19 +322,21 @@ StatusOr<LaunchResult> Agent::Run() {
     if (end == End::kSuccess && nodes_) end = AwaitOtherNodes();
     EndAttempt();
     if (end != End::kRestartable) break;
-    if (gen_ >= o_.max_restarts) {
+    if (why_ != Why::kJoin && restarts_ >= o_.max_restarts) {
+      if (why_ == Why::kLost) lost_ = true;  // exit 1, like a lost agent of a fixed job
       if (o_.max_restarts > 0) {
-        events_.Record("gave_up", {{"restarts", gen_}, {"reason", reason_}},
-                       fmt::format("giving up after {} restarts: {}", gen_, reason_));
+        events_.Record("gave_up", {{"restarts", restarts_}, {"reason", reason_}},
+                       fmt::format("giving up after {} restarts: {}", restarts_, reason_));
       }
       break;
     }
     if (!PrepareRestart()) break;
     spawned = SpawnGroup();
     if (spawned.ok()) {
+      ++attempts_;
       events_.Record("restart",
                      {{"attempt", gen_},
-                      {"restarts", gen_},
+                      {"restarts", restarts_},
                       {"max_restarts", o_.max_restarts},
                       {"failed_rank", last_failure_.value("rank", -1)},
                       {"cause", last_failure_.value("cause", std::string("?"))},
@@ -297,11 +345,11 @@ StatusOr<LaunchResult> Agent::Run() {
   }
   StopSpares();
   LaunchResult result = Result();
-  FinishMultiNode();
+  FinishMultiNode(result);
   if (store_.server) store_.server->Stop();
   events_.Record("done", {{"exit_code", result.exit_code},
-                          {"attempts", gen_ + 1},
-                          {"restarts", gen_},
+                          {"attempts", attempts_},
+                          {"restarts", restarts_},
                           {"seconds", Since(job_start_)},
                           {"reason", result.reason}});
   return result;

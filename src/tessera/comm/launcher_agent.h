@@ -20,6 +20,16 @@
 //     A node that succeeds waits for every node's success of the same
 //     attempt (or a failure, then it restarts too). A lost agent or store
 //     ends the job (exit 1) with a message naming the node.
+//   - Elastic (--nnodes MIN:MAX, launcher_membership.h; the elastic part is
+//     in launcher_agent_elastic.cc): every attempt starts with a
+//     rendezvous in which node 0 decides the members; the ranks are
+//     numbered over the members' positions. A member whose agent stalls is
+//     dropped ("node_lost"; a restart, bounded by max_restarts; fewer than
+//     MIN left ends the job, exit 1); a node asking to join is added at the
+//     next attempt ("node_joined"; not a restart; at most MAX +
+//     max_restarts joins). "membership" is recorded at every attempt.
+//     TESSERA_RESTART_COUNT is the attempt (failures and membership
+//     changes); restarts count failures and lost nodes only.
 //   - Every wait is bounded (grace, connect timeout, heartbeat timeout).
 // Not thread-safe; one agent per launcher process.
 #pragma once
@@ -36,6 +46,7 @@
 #include "tessera/comm/job_env.h"
 #include "tessera/comm/launcher.h"
 #include "tessera/comm/launcher_events.h"
+#include "tessera/comm/launcher_membership.h"
 #include "tessera/comm/launcher_nodes.h"
 #include "tessera/comm/launcher_workers.h"
 #include "tessera/comm/tcp_store.h"
@@ -60,6 +71,9 @@ class Agent {
  private:
   enum class Phase { kRunning, kTerminating, kKilling };
   enum class End { kSuccess, kRestartable, kFinal };
+  // Why the attempt ends (elastic: whether it counts as a restart).
+  enum class Why { kFailure, kLost, kJoin };
+  enum class Entry { kAdmitted, kClosed, kFailed };
 
   EnvMap BaseEnv() const;
   EnvMap RestartVars() const;
@@ -83,8 +97,16 @@ class Agent {
   void StopSpares();
   // Polls the workers (spares) and the nodes until ready() or the limit.
   Status WaitUntil(const std::function<StatusOr<bool>()>& ready, Timeout limit, const std::string& what);
-  void FinishMultiNode();
+  void FinishMultiNode(const LaunchResult& result);
   LaunchResult Result();
+  // Elastic (launcher_agent_elastic.cc).
+  int NodePosition() const;
+  int NumNodes() const;
+  Entry Rendezvous(int attempt, bool first);
+  void Adopt(const Members& m);
+  void CheckMembership();
+  void OnMembershipEnd(Why why, int node, const std::string& text);
+  void ReportLost(int node, double silent_s, const std::string& text);
 
   const LaunchOptions& o_;
   EnvMap env_;
@@ -98,7 +120,16 @@ class Agent {
   Clock::time_point job_deadline_;
   Clock::time_point next_node_check_{};
 
-  int gen_ = 0;  // the attempt; also the restarts so far
+  int gen_ = 0;       // the attempt (TESSERA_RESTART_COUNT)
+  int restarts_ = 0;  // failures and lost nodes so far (fixed jobs: gen_)
+  int attempts_ = 0;  // attempts this agent ran
+  // Elastic membership (members_ lists every node in a fixed job).
+  std::unique_ptr<Membership> membership_;
+  Members members_;
+  bool have_members_ = false;
+  std::vector<int> reported_lost_;  // this attempt
+  bool join_refusal_said_ = false;
+  Why why_ = Why::kFailure;
   // Per attempt.
   Phase phase_ = Phase::kRunning;
   Clock::time_point kill_at_{};

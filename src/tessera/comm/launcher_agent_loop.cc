@@ -52,6 +52,7 @@ void Agent::BeginStop(int sig, const std::string& reason) {
 
 void Agent::OnLocalFailure(Worker& w, const std::string& cause, const std::string& text) {
   first_failure_ = &w;
+  why_ = Why::kFailure;
   w.outcome.first_failure = true;
   failure_at_ = Clock::now();
   failed_local_ = w.local;
@@ -75,6 +76,7 @@ void Agent::OnRemoteFailure(const std::string& json) {
   const std::string text = j.value("text", std::string("?"));
   j.erase("text");
   last_failure_ = j;
+  why_ = Why::kFailure;
   failure_at_ = Clock::now();
   failed_local_ = -1;
   nlohmann::json fields = j;
@@ -135,6 +137,10 @@ void Agent::CheckNodes(Clock::time_point now) {
     return;
   }
   if (phase_ != Phase::kRunning) return;
+  if (membership_) {
+    CheckMembership();
+    if (phase_ != Phase::kRunning) return;
+  }
   auto failed = nodes_->CheckFailure(gen_);
   if (!failed.ok()) {
     fatal_ = lost_ = true;

@@ -90,23 +90,30 @@ void Apply(const Held& h, parallel::ZeroOptimizer& zero, int rank, int world) {
   zero.set_steps_taken(h.optimizer_steps);
 }
 
-StatusOr<std::string> Serialize(const Held& h, int64_t step, int rank, const nlohmann::json& metadata) {
+// The snapshot file's tensors and metadata (pointing into `h`).
+struct Layout {
+  std::vector<ck::TensorToWrite> tensors;
+  ck::SafetensorsMetadata meta;
+};
+
+Layout FileLayout(const Held& h, int64_t step, int rank, const nlohmann::json& metadata) {
   auto spec = [](const char* name, ck::StorageDtype dtype, size_t n) {
     return ck::TensorSpec{name, dtype, {static_cast<int64_t>(n)}};
   };
-  const std::vector<ck::TensorToWrite> tensors = {
+  Layout l;
+  l.tensors = {
       {spec("values", ck::StorageDtype::kF32, h.values.size()), h.values.data()},
       {spec("exp_avg", ck::StorageDtype::kF32, h.exp_avg.size()), h.exp_avg.data()},
       {spec("exp_avg_sq", ck::StorageDtype::kF32, h.exp_avg_sq.size()), h.exp_avg_sq.data()},
       {spec("steps", ck::StorageDtype::kI64, h.steps.size()), h.steps.data()},
       {spec("optimizer_steps", ck::StorageDtype::kI64, 1), &h.optimizer_steps}};
-  const ck::SafetensorsMetadata meta = {{"format", kFormat},
+  l.meta = {{"format", kFormat},
                                         {"step", std::to_string(step)},
                                         {"rank", std::to_string(rank)},
                                         {"fingerprint", fmt::format("{:016x}", h.fingerprint)},
                                         {"xxh3_64", fmt::format("{:016x}", h.Digest())},
                                         {"metadata", metadata.dump()}};
-  return ck::SafetensorsToString(tensors, meta);
+  return l;
 }
 
 struct Parsed {
@@ -263,10 +270,16 @@ Status MemoryCheckpointer::Save(int64_t step, parallel::ZeroOptimizer& zero, con
   writer_ = std::thread([this, held, step, metadata] {
     write_status_ = [&]() -> Status {
       const int rank = comm_->rank();
-      TESSERA_ASSIGN_OR_RETURN(std::string bytes, Serialize(*held, step, rank, metadata));
+      const Layout layout = FileLayout(*held, step, rank, metadata);
+      if (!replicate_) {  // streamed straight into tmpfs: no intermediate copy
+        TESSERA_RETURN_IF_ERROR(
+            ck::WriteSafetensorsFile(node_dir_ / FileName("rank", rank, step), layout.tensors, layout.meta));
+        Prune(node_dir_, "rank", rank);
+        return Status::Ok();
+      }
+      TESSERA_ASSIGN_OR_RETURN(std::string bytes, ck::SafetensorsToString(layout.tensors, layout.meta));
       TESSERA_RETURN_IF_ERROR(WriteBytes(node_dir_ / FileName("rank", rank, step), bytes));
       Prune(node_dir_, "rank", rank);
-      if (!replicate_) return Status::Ok();
       // Mine to the next node, the previous node's to me.
       TESSERA_ASSIGN_OR_RETURN(std::string replica, Exchange(*comm_, bytes, peer_, prev_));
       TESSERA_RETURN_IF_ERROR(WriteBytes(node_dir_ / FileName("replica", prev_, step), replica));

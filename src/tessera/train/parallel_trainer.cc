@@ -426,6 +426,10 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
     s.checkpoint_write_s = checkpointer_->write_seconds();
     s.checkpoint_interval_s = schedule.interval_seconds();
   }
+  if (memory_) {
+    s.memory_snapshots = memory_->saves();
+    s.memory_snapshot_s = memory_->snapshot_seconds();
+  }
   const size_t tail = std::min<size_t>(10, losses_.size());
   for (size_t i = losses_.size() - tail; i < losses_.size(); ++i) s.final_loss_avg10 += losses_[i] / tail;
   if (have_eval) s.eval = last_eval;

@@ -55,6 +55,7 @@ nlohmann::json TrainSummary::ToJson() const {
                        {"write_s", checkpoint_write_s},
                        {"interval_s", checkpoint_interval_s}};
   }
+  if (memory_snapshots > 0) j["memory_snapshot"] = {{"saves", memory_snapshots}, {"snapshot_s", memory_snapshot_s}};
   return j;
 }
 

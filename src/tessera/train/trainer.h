@@ -49,6 +49,8 @@ struct TrainSummary {
   double checkpoint_snapshot_s = 0;   // time they took on the training path (copies at step boundaries)
   double checkpoint_write_s = 0;      // time their background writes took
   double checkpoint_interval_s = 0;   // time-based interval in force (every_seconds or Young/Daly; 0: none)
+  int64_t memory_snapshots = 0;       // in-memory snapshots taken (checkpoint.memory_every)
+  double memory_snapshot_s = 0;       // their time on the training path (rank 0)
   nlohmann::json ToJson() const;
 };
 
