@@ -509,6 +509,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
       }
       trace_events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r}, {"args", {{"name", fmt::format("rank {}", r)}}}});
     }
+    AddRunHistory(run_dir, &report);
     TESSERA_RETURN_IF_ERROR(WriteReportHtml(run_dir + "/report.html", config_.name, report));
     if (options_.trace_step > 0) {
       nlohmann::json trace = {{"traceEvents", trace_events},

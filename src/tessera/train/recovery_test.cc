@@ -14,6 +14,8 @@
 #include <gtest/gtest.h>
 
 #include "tessera/train/parity_test_util.h"
+#include "tessera/train/report.h"
+#include "tessera/train/run_record.h"
 
 namespace tessera::train {
 namespace {
@@ -106,6 +108,29 @@ TEST_F(Recovery, FromTheInMemorySnapshotWithNoStepLost) {
   EXPECT_EQ(e["restored_step"], 3);
   EXPECT_EQ(e["steps_lost"], 0);
   EXPECT_FALSE(std::filesystem::exists(dir_ / "disk")) << "no disk tier was configured";
+}
+
+TEST_F(Recovery, TheReportShowsTheWholeCurveAndTheEvents) {
+  // After a crash and a restart, report.html has every step's loss (the
+  // first attempt's from metrics.jsonl) and the failure and the recovery
+  // marked on the loss curve.
+  const std::vector<std::string> more = {"checkpoint.memory_every=1"};
+  const Outcome crashed = RunJob(Config(2, more), 3, 0, 0);
+  ASSERT_EQ(crashed.status.code(), StatusCode::kAborted);
+  const std::filesystem::path run = dir_ / "runs" / "parity";
+  const Outcome resumed = RunJob(Config(2, more), 0, 1, 0);
+  ASSERT_TRUE(resumed.status.ok()) << resumed.status.ToString();
+  ReportData data;
+  data.steps.push_back({4, 1.0, 0, 0});
+  AddRunHistory(run.string(), &data);
+  ASSERT_EQ(data.steps.size(), 4u);
+  EXPECT_EQ(data.steps.front().step, 1);
+  ASSERT_EQ(data.markers.size(), 2u);  // where it stopped, where it resumed
+  EXPECT_EQ(data.markers[1].label, "recovered from memory (0 lost)");
+  std::ifstream in(run / "report.html");
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("Fault-tolerance events"), std::string::npos);
+  EXPECT_NE(html.find("recovered from memory (0 lost)"), std::string::npos);
 }
 
 TEST_F(Recovery, FromTheNextNodesReplicaWhenANodesMemoryIsGone) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -31,8 +32,9 @@ struct Series {
   bool dots = false;
 };
 
-// A line chart with axes, min/max labels and a legend.
-std::string LineChart(const std::string& title, const std::vector<Series>& series, const std::string& y_label) {
+// A line chart with axes, min/max labels, a legend, and vertical markers.
+std::string LineChart(const std::string& title, const std::vector<Series>& series, const std::string& y_label,
+                      const std::vector<ReportData::Marker>& markers = {}) {
   constexpr double kW = 640, kH = 260, kL = 60, kR = 20, kT = 30, kB = 40;
   double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
   for (const Series& s : series) {
@@ -59,6 +61,15 @@ std::string LineChart(const std::string& title, const std::vector<Series>& serie
                      kH - kB + 30);
   svg += fmt::format("<text x='12' y='{}' class='l' transform='rotate(-90 12 {})' text-anchor='middle'>{}</text>",
                      (kT + kH - kB) / 2, (kT + kH - kB) / 2, Escape(y_label));
+  for (size_t i = 0; i < markers.size(); ++i) {
+    const ReportData::Marker& m = markers[i];
+    if (m.step < x0 || m.step > x1) continue;
+    const double x = px(m.step);
+    svg += fmt::format("<g><title>{}</title><line x1='{:.1f}' y1='{}' x2='{:.1f}' y2='{}' stroke='#b07aa1' "
+                       "stroke-dasharray='4 3'/><text x='{:.1f}' y='{}' class='l' fill='#b07aa1'>{}</text></g>",
+                       Escape(m.detail), x, kT, x, kH - kB, x + 3, kT + 14 + 12 * static_cast<double>(i % 4),
+                       Escape(m.label));
+  }
   double legend_x = kW - kR - 150;
   for (const Series& s : series) {
     if (s.dots) {
@@ -184,7 +195,12 @@ std::string RenderReportHtml(const std::string& run_name, const ReportData& data
       "text-align:left}th{background:#f5f5f5}.t{font-size:13px;font-weight:bold}.l{font-size:11px}.ax{stroke:#888}"
       "</style></head><body>";
   html += "<h1>tessera run '" + Escape(run_name) + "'</h1>";
-  html += "<h2>Loss</h2>" + LineChart("loss per step", {loss, eval_loss}, "cross-entropy");
+  html += "<h2>Loss</h2>" + LineChart("loss per step", {loss, eval_loss}, "cross-entropy", data.markers);
+  if (!data.markers.empty()) {
+    html += "<h2>Fault-tolerance events</h2><table><tr><th>step</th><th>event</th></tr>";
+    for (const auto& m : data.markers) html += fmt::format("<tr><td>{:.0f}</td><td>{}</td></tr>", m.step, Escape(m.detail));
+    html += "</table>";
+  }
   html += "<h2>Throughput</h2>" + LineChart("tokens per second (running mean)", {tps}, "tokens/s");
   if (!metric.points.empty()) html += LineChart("held-out metric", {metric}, "metric");
   if (data.summary.contains("parallel")) {
@@ -194,6 +210,49 @@ std::string RenderReportHtml(const std::string& run_name, const ReportData& data
   html += "<h2>Summary</h2>" + SummaryTable(data.summary);
   html += "</body></html>\n";
   return html;
+}
+
+void AddRunHistory(const std::string& run_dir, ReportData* data) {
+  const int64_t first = data->steps.empty() ? INT64_MAX : data->steps.front().step;
+  std::vector<ReportData::Step> steps;
+  std::vector<ReportData::Eval> evals;
+  std::ifstream metrics(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json r = nlohmann::json::parse(line, nullptr, false);
+    if (!r.is_object() || !r.contains("step") || !r["step"].is_number_integer()) continue;
+    const int64_t step = r["step"].get<int64_t>();
+    if (step >= first) continue;
+    if (r.contains("loss") && r["loss"].is_number()) {
+      steps.push_back({step, r["loss"].get<double>(), r.value("tokens_per_s", 0.0), r.value("step_s", 0.0)});
+    } else if (r.contains("eval_loss") && r["eval_loss"].is_number()) {
+      evals.push_back({step, r["eval_loss"].get<double>(), r.value("eval_metric", 0.0)});
+    }
+  }
+  data->steps.insert(data->steps.begin(), steps.begin(), steps.end());
+  data->evals.insert(data->evals.begin(), evals.begin(), evals.end());
+  std::ifstream events(run_dir + "/events.jsonl");
+  for (std::string line; std::getline(events, line);) {
+    const nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+    if (!e.is_object() || !e.contains("event") || !e["event"].is_string()) continue;
+    const std::string kind = e["event"].get<std::string>();
+    const std::string text = e.dump();
+    if (kind == "recovered" || kind == "resumed") {
+      const double at = e.value("restored_step", 0.0);
+      if (e.contains("last_step_before")) {
+        const std::string cause = e.contains("failure") && e["failure"].is_object()
+                                      ? e["failure"].value("cause", std::string("failure"))
+                                      : std::string("interrupted");
+        data->markers.push_back({e.value("last_step_before", at), cause, text});
+      }
+      data->markers.push_back({at, fmt::format("{} from {} ({} lost)", kind, e.value("source", std::string("?")),
+                                               e.value("steps_lost", int64_t{0})),
+                               text});
+    } else if (kind == "rollback") {
+      data->markers.push_back({e.value("step", 0.0), fmt::format("rollback to {}", e.value("to_step", int64_t{0})), text});
+    } else if (kind == "step_skipped") {
+      data->markers.push_back({e.value("step", 0.0), "skipped: " + e.value("reason", std::string()), text});
+    }
+  }
 }
 
 Status WriteReportHtml(const std::string& path, const std::string& run_name, const ReportData& data) {

@@ -36,9 +36,21 @@ struct ReportData {
   };
   std::vector<Step> steps;
   std::vector<Eval> evals;
+  struct Marker {  // a fault-tolerance event on the loss curve
+    double step;
+    std::string label;   // short, drawn on the chart
+    std::string detail;  // the event, in the table and the tooltip
+  };
   std::vector<Event> timeline;  // one traced step (may be empty)
+  std::vector<Marker> markers;
   nlohmann::json summary;       // summary.json's content
 };
+
+// For a run that resumed: the steps and evaluations of metrics.jsonl before
+// the first step in `data` are prepended (the whole loss curve), and the
+// events of events.jsonl (failures, recoveries, rollbacks, skipped steps)
+// become markers. Missing or unreadable files add nothing.
+void AddRunHistory(const std::string& run_dir, ReportData* data);
 
 // The page as a string / written atomically to `path`.
 std::string RenderReportHtml(const std::string& run_name, const ReportData& data);
