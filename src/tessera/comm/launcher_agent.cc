@@ -241,7 +241,22 @@ void Agent::FinishMultiNode(const LaunchResult& result) {
   if (!st.ok() || o_.node_rank != 0) return;
   // Node 0 hosts the store: keep it up until every node is done (bounded).
   const int signal_before = launcher_signal_;
-  st = WaitUntil([&] { return nodes_->AllFinished(); }, o_.connect_timeout, "every node finishing");
+  st = WaitUntil(
+      [&] {
+        if (membership_) {  // elastic: a member lost on the way is not waited for
+          std::vector<int> waited;
+          for (int node : nodes_->members()) {
+            const bool stalled = std::any_of(nodes_->Stalled().begin(), nodes_->Stalled().end(),
+                                             [&](const auto& s) { return s.first == node; });
+            if (!stalled && std::find(reported_lost_.begin(), reported_lost_.end(), node) == reported_lost_.end()) {
+              waited.push_back(node);
+            }
+          }
+          nodes_->SetMembers(std::move(waited));
+        }
+        return nodes_->AllFinished();
+      },
+      o_.connect_timeout, "every node finishing");
   launcher_signal_ = signal_before;
   if (!st.ok()) events_.Say("not every node reported completion; closing the job store anyway: " + st.message());
 }

@@ -29,7 +29,7 @@ StatusOr<LayoutConversion> ConvertCheckpointLayout(const std::filesystem::path& 
   }
   std::vector<std::string> all = overrides;
   for (const char* o : {"checkpoint.every=0", "checkpoint.every_seconds=0.0", "checkpoint.mtbf_hours=0.0",
-                        "eval.every=0", "train.threads=1"}) {
+                        "checkpoint.memory_every=0", "eval.every=0", "train.threads=1"}) {
     all.push_back(o);
   }
   all.push_back(fmt::format("checkpoint.resume={}", nlohmann::json(src.string()).dump()));
@@ -53,6 +53,7 @@ StatusOr<LayoutConversion> ConvertCheckpointLayout(const std::filesystem::path& 
       auto c = comm::Communicator::Create(store, r, world, co);
       if (!c.ok()) return fail(r, c.status());
       ParallelTrainerOptions o;
+      o.restart_count = 0;  // never an agent's restart: resume exactly `src`
       static FILE* devnull = std::fopen("/dev/null", "w");
       o.base.out = devnull;
       o.base.force_plain = true;

@@ -242,11 +242,25 @@ StatusOr<std::unique_ptr<MemoryCheckpointer>> MemoryCheckpointer::Create(comm::C
   m->replicate_ = world_size > per_node;  // several nodes: a copy on the next one
   m->peer_ = (world.rank() + per_node) % world_size;
   m->prev_ = (world.rank() - per_node + world_size) % world_size;
-  m->node_dir_ = options.dir / fmt::format("node-{}", node);
+  m->node_dir_ = options.dir / (options.job.empty() ? std::string("local") : options.job) / fmt::format("node-{}", node);
   std::error_code ec;
   std::filesystem::create_directories(m->node_dir_, ec);
   if (ec) return IoError("cannot create the memory checkpoint folder '{}': {}", m->node_dir_.string(), ec.message());
+  if (options.fresh_start) m->Discard();
   return m;
+}
+
+void MemoryCheckpointer::Discard() {
+  (void)Wait();
+  const int rank = comm_->rank();
+  for (int64_t s : StepsOf(node_dir_, "rank", rank)) {
+    std::error_code ec;
+    std::filesystem::remove(node_dir_ / FileName("rank", rank, s), ec);
+  }
+  for (int64_t s : StepsOf(node_dir_, "replica", prev_)) {
+    std::error_code ec;
+    std::filesystem::remove(node_dir_ / FileName("replica", prev_, s), ec);
+  }
 }
 
 MemoryCheckpointer::~MemoryCheckpointer() {

@@ -14,7 +14,7 @@
 // A snapshot restores only into the same layout (the same spans of the
 // same parameters on every rank: a fingerprint checks it); anything else
 // resumes from a disk checkpoint (sharded_checkpointer.h).
-// Files: <dir>/node-<k>/rank-<r>.step-<N>.safetensors (own) and
+// Files: <dir>/<job>/node-<k>/rank-<r>.step-<N>.safetensors (own) and
 // replica-<r>.step-<N>.safetensors (a peer's), written atomically, the
 // last two steps kept; each holds an XXH3-64 of its tensors.
 // Saving is asynchronous like the disk tier's (a host copy at the step
@@ -38,7 +38,13 @@
 namespace tessera::train {
 
 struct MemoryCheckpointOptions {
-  std::filesystem::path dir;  // the job's tmpfs folder (node-<k> below it)
+  std::filesystem::path dir;  // the run's tmpfs folder (<job>/node-<k> below it)
+  // The job (TESSERA_JOB_TOKEN's digest: one job's restarts share it, other
+  // jobs of the same run name do not); "" = "local".
+  std::string job;
+  // A first attempt (restart_count 0) starts clean: this rank's files left
+  // by an earlier job in its folder are deleted.
+  bool fresh_start = true;
   int ranks_per_node = 0;     // 0: LOCAL_WORLD_SIZE (else every rank is one node)
   int node = -1;              // -1: rank / ranks_per_node
 };
@@ -58,6 +64,9 @@ class MemoryCheckpointer {
   // effort, the disk tier is the fallback).
   Status Save(int64_t step, parallel::ZeroOptimizer& zero, const nlohmann::json& metadata);
   Status Wait();
+  // After a successful run: deletes this rank's snapshot and the replica it
+  // keeps (tmpfs is RAM).
+  void Discard();
 
   struct Restored {
     int64_t step = 0;

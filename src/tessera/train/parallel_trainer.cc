@@ -395,6 +395,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   if (memory_) {
     Status ms = memory_->Wait();
     if (!ms.ok()) TLOG(WARN, "rank {}: in-memory snapshot failed: {}", world_.rank(), ms.ToString());
+    memory_->Discard();  // the run is done: free the RAM
   }
   if (is_rank0_) progress.Finish();
 

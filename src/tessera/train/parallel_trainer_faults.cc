@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "tessera/base/checksum.h"
 #include "tessera/base/knobs.h"
 #include "tessera/base/logging.h"
 #include "tessera/comm/api/gather_strings.h"
@@ -141,6 +142,10 @@ Status ParallelTrainer::SetUpCheckpoints() {
   if (co.memory_every > 0) {
     MemoryCheckpointOptions mo;
     mo.ranks_per_node = options_.ranks_per_node;
+    mo.fresh_start = restart_count() == 0 && co.resume.empty();
+    if (const char* token = std::getenv("TESSERA_JOB_TOKEN"); token != nullptr && *token != '\0') {
+      mo.job = base::HexDigest(base::Checksum64(std::string_view(token)));  // never the secret itself
+    }
     mo.dir = co.memory_dir.empty()
                  ? std::filesystem::path("/dev/shm") / fmt::format("tessera-{}", ::getuid()) / config_.name
                  : std::filesystem::path(co.memory_dir);

@@ -140,7 +140,7 @@ TEST_F(Recovery, FromTheNextNodesReplicaWhenANodesMemoryIsGone) {
   const Outcome reference = RunJob(Config(4, more), 0, 0, 2);
   std::filesystem::remove_all(dir_ / "mem");
   std::filesystem::remove_all(dir_ / "runs");
-  CrashAndRecover(4, 2, more, [&] { std::filesystem::remove_all(dir_ / "mem" / "node-1"); }, reference);
+  CrashAndRecover(4, 2, more, [&] { std::filesystem::remove_all(dir_ / "mem" / "local" / "node-1"); }, reference);
   const nlohmann::json e = LastEvent();
   EXPECT_EQ(e["source"], "memory") << e.dump();
   EXPECT_NE(e["from"].get<std::string>().find("2 ranks from the next node's replica"), std::string::npos) << e.dump();

@@ -221,6 +221,10 @@ Status Trainer::RunImpl(TrainSummary* summary) {
     TESSERA_RETURN_IF_ERROR(record->WriteJson("config.json", config_.ToJson()));
   }
   CheckpointSchedule schedule(config_.checkpoint);
+  if (config_.checkpoint.memory_every > 0) {
+    progress.Message("checkpoint.memory_every is ignored on one process (the in-memory tier replicates across "
+                     "ranks); disk checkpoints still apply");
+  }
   std::unique_ptr<AsyncCheckpointer> checkpointer;
   if (schedule.enabled()) checkpointer = std::make_unique<AsyncCheckpointer>(ckpt_root, config_.checkpoint.keep);
   auto last_save = Clock::now();
