@@ -135,20 +135,18 @@ void BM_CheckpointLoadCold(benchmark::State& state) {
     state.ResumeTiming();
     auto reader = ck::CheckpointReader::Open(dir);
     if (!reader.ok()) std::abort();
-    // As the trainers load: the shards every read needs, read and checked
-    // concurrently first (one thread per core), then copied out.
-    std::vector<std::string> files;
-    for (const auto& [file, info] : reader->index().files) files.push_back(file);
-    if (!reader->Prefetch(files).ok()) std::abort();
+    // As the trainers load: every read at once (ReadMany: shards loaded
+    // and copied out on one thread per core).
+    std::vector<ck::CheckpointReader::ReadRequest> reads;
     int64_t total = 0;
     for (const auto& [name, t] : reader->index().tensors) {
       const int64_t bytes = t.shape[0] * t.shape[1] * static_cast<int64_t>(sizeof(float));
-      const std::vector<int64_t> origin(t.shape.size(), 0);
-      tessera::Status st =
-          reader->ReadSliceInto(name, origin, t.shape, std::span<std::byte>(dest.data() + total, bytes));
-      if (!st.ok()) state.SkipWithError(st.ToString().c_str());
+      reads.push_back({name, std::vector<int64_t>(t.shape.size(), 0), t.shape,
+                       std::span<std::byte>(dest.data() + total, bytes)});
       total += bytes;
     }
+    tessera::Status st = reader->ReadMany(reads);
+    if (!st.ok()) state.SkipWithError(st.ToString().c_str());
     benchmark::DoNotOptimize(dest.data());
     if (total != kTotalBytes) std::abort();
   }

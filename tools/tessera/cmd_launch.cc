@@ -61,7 +61,9 @@ bool ParseCount(const std::string& text, int* out) {
 Status ParseNodes(const std::string& text, comm::LaunchOptions* o) {
   const size_t colon = text.find(':');
   if (colon == std::string::npos) {
-    if (!ParseCount(text, &o->nnodes)) return InvalidArgument("--nnodes '{}' is not a positive number or MIN:MAX", text);
+    if (!ParseCount(text, &o->nnodes)) {
+      return InvalidArgument("--nnodes '{}' is not a positive number or MIN:MAX", text);
+    }
     o->min_nnodes = o->nnodes;
     return Status::Ok();
   }

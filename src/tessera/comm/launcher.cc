@@ -50,7 +50,8 @@ Status Validate(const LaunchOptions& o) {
   }
   if (o.elastic && o.elastic_wait.count() < 0) return InvalidArgument("--elastic-wait must be >= 0");
   if (o.nnodes > 1 && (o.master_addr.empty() || o.master_port <= 0)) {
-    return InvalidArgument("--nnodes {} needs --master ADDR:PORT (node 0's address and the store port)", o.nnodes);
+    return InvalidArgument("--nnodes {} needs --master ADDR:PORT (node 0's address and the store port)",
+                           o.elastic ? fmt::format("{}:{}", o.min_nnodes, o.nnodes) : std::to_string(o.nnodes));
   }
   if (o.master_port < 0 || o.master_port > 65535) return InvalidArgument("master port {} out of range", o.master_port);
   if (o.command.empty()) {

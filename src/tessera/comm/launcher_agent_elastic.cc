@@ -1,12 +1,11 @@
 // The agent's elastic membership (--nnodes MIN:MAX; see launcher_agent.h
 // and launcher_membership.h): the rendezvous before each attempt, lost
 // members and join requests while an attempt runs.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 
 #include <algorithm>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "tessera/base/logging.h"
 #include "tessera/comm/launcher_agent.h"
@@ -48,7 +47,8 @@ Agent::Entry Agent::Rendezvous(int attempt, bool first) {
     auto entry = membership_->EntryAttempt();
     if (!entry.ok()) return fail(entry.status().message());
     attempt = *entry;
-    if (attempt > 0) events_.Say(fmt::format("node {} asks to join the running job (at attempt {})", o_.node_rank, attempt));
+    if (attempt > 0)
+      events_.Say(fmt::format("node {} asks to join the running job (at attempt {})", o_.node_rank, attempt));
   }
   for (;;) {
     Status st = membership_->Arrive(attempt);
@@ -174,7 +174,8 @@ void Agent::ReportLost(int node, double silent_s, const std::string& text) {
                                    o_.min_nnodes, o_.min_nnodes, o_.nnodes));
     return;
   }
-  Status st = membership_->PublishChange(gen_, {{"kind", "lost"}, {"node", node}, {"text", text}, {"by", o_.node_rank}});
+  Status st =
+      membership_->PublishChange(gen_, {{"kind", "lost"}, {"node", node}, {"text", text}, {"by", o_.node_rank}});
   if (!st.ok()) TLOG(WARN, "could not tell the other nodes that node {} is lost: {}", node, st.ToString());
   OnMembershipEnd(Why::kLost, node, text + "; continuing without it");
 }
@@ -222,9 +223,10 @@ void Agent::CheckMembership() {
   const int max_joins = o_.nnodes + o_.max_restarts;
   if (members_.joins >= max_joins) {
     if (!join_refusal_said_) {
-      events_.Say(fmt::format("node {} asks to join, but the job already grew {} times (at most --nnodes MAX + "
-                              "--max-restarts = {}): not admitted",
-                              node, members_.joins, max_joins));
+      events_.Say(
+          fmt::format("node {} asks to join, but the job already grew {} times (at most --nnodes MAX + "
+                      "--max-restarts = {}): not admitted",
+                      node, members_.joins, max_joins));
     }
     join_refusal_said_ = true;
     return;

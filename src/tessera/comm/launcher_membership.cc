@@ -1,12 +1,12 @@
 // Elastic membership of the launcher's agents: see launcher_membership.h.
 #include "tessera/comm/launcher_membership.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <charconv>
 #include <map>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 namespace tessera::comm::launch {
 namespace {
@@ -31,7 +31,7 @@ int64_t Members::Incarnation(int node) const {
 
 nlohmann::json Members::ToJson() const {
   if (!abort.empty()) return {{"attempt", attempt}, {"abort", abort}};
-  return {{"attempt", attempt}, {"nodes", nodes},   {"incarnations", incarnations},
+  return {{"attempt", attempt},   {"nodes", nodes}, {"incarnations", incarnations},
           {"restarts", restarts}, {"joins", joins}, {"cause", cause}};
 }
 

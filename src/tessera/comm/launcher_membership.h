@@ -30,11 +30,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tessera/base/status.h"
 #include "tessera/comm/launcher_nodes.h"
@@ -52,8 +51,8 @@ struct Members {
   nlohmann::json cause;               // why the previous attempt ended (null: first)
   std::string abort;                  // non-empty: the job cannot continue (why)
 
-  int Position(int node) const;           // -1: not a member
-  int64_t Incarnation(int node) const;    // -1: not a member
+  int Position(int node) const;         // -1: not a member
+  int64_t Incarnation(int node) const;  // -1: not a member
   nlohmann::json ToJson() const;
   static Members FromJson(const nlohmann::json& j);
 };

@@ -149,37 +149,25 @@ Status LoadShardedState(const ck::CheckpointReader& reader, ZeroOptimizer& zero)
     }
     return Status::Ok();
   };
-  auto read_boxes = [&](const std::string& tensor, const ZeroOptimizer::Span& s, float* data) -> Status {
+  // Every box this rank holds, checked, then read at once (ReadMany: the
+  // disk reads of one shard overlap the hashing and copying of another).
+  std::vector<ck::CheckpointReader::ReadRequest> reads;
+  auto want = [&](const std::string& tensor, const ZeroOptimizer::Span& s, float* data) -> Status {
     TESSERA_RETURN_IF_ERROR(check(tensor, *s.param, ck::StorageDtype::kF32, GlobalShape(*s.param)));
-    Status st;
     ForEachGlobalBox(s, data, [&](const std::vector<int64_t>& offset, const std::vector<int64_t>& shape, float* p) {
-      if (!st.ok()) return;
-      st = reader.ReadSliceInto(tensor, offset, shape,
-                                std::span<std::byte>(reinterpret_cast<std::byte*>(p), Volume(shape) * sizeof(float)));
+      reads.push_back({tensor, offset, shape,
+                       std::span<std::byte>(reinterpret_cast<std::byte*>(p), Volume(shape) * sizeof(float))});
     });
-    return st;
+    return Status::Ok();
   };
-  // The shards this rank reads, loaded and checked concurrently first (the
-  // disk reads of one overlap the hashing of another).
-  std::vector<std::string> files;
-  auto want = [&](const std::string& tensor, const ZeroOptimizer::Span& s) {
-    ForEachGlobalBox(s, nullptr, [&](const std::vector<int64_t>& offset, const std::vector<int64_t>& shape, float*) {
-      for (std::string& f : reader.FilesFor(tensor, offset, shape)) files.push_back(std::move(f));
-    });
-  };
-  for (const ZeroOptimizer::Span& s : zero.HeldValueSpans()) want(kModel + s.param->name, s);
-  for (const ZeroOptimizer::Span& s : zero.HeldStateSpans()) {
-    want(kOptim + s.param->name + ".exp_avg", s);
-    want(kOptim + s.param->name + ".exp_avg_sq", s);
-  }
-  TESSERA_RETURN_IF_ERROR(reader.Prefetch(std::move(files)));
   for (const ZeroOptimizer::Span& s : zero.HeldValueSpans()) {
-    TESSERA_RETURN_IF_ERROR(read_boxes(kModel + s.param->name, s, s.value));
+    TESSERA_RETURN_IF_ERROR(want(kModel + s.param->name, s, s.value));
   }
   for (const ZeroOptimizer::Span& s : zero.HeldStateSpans()) {
-    TESSERA_RETURN_IF_ERROR(read_boxes(kOptim + s.param->name + ".exp_avg", s, s.exp_avg));
-    TESSERA_RETURN_IF_ERROR(read_boxes(kOptim + s.param->name + ".exp_avg_sq", s, s.exp_avg_sq));
+    TESSERA_RETURN_IF_ERROR(want(kOptim + s.param->name + ".exp_avg", s, s.exp_avg));
+    TESSERA_RETURN_IF_ERROR(want(kOptim + s.param->name + ".exp_avg_sq", s, s.exp_avg_sq));
   }
+  TESSERA_RETURN_IF_ERROR(reader.ReadMany(reads));
   // Step counts of every parameter held here at all.
   auto read_int = [&](const std::string& tensor, const ZeroParam& p, int64_t* out) -> Status {
     TESSERA_RETURN_IF_ERROR(check(tensor, p, ck::StorageDtype::kI64, {}));

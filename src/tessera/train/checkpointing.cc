@@ -178,11 +178,7 @@ StatusOr<ResumedState> LoadTrainerCheckpoint(const std::filesystem::path& dir, m
   StatusOr<ck::CheckpointReader> opened = ck::CheckpointReader::Open(dir);
   if (!opened.ok()) return opened.status().WithContext(where());
   const ck::CheckpointReader& reader = *opened;
-  // Every shard read and checked up front, concurrently.
-  std::vector<std::string> files;
-  for (const auto& [file, info] : reader.index().files) files.push_back(file);
-  Status verified = reader.Prefetch(std::move(files));
-  if (!verified.ok()) return verified.WithContext(where());
+
   const nlohmann::json& meta = reader.metadata();
   if (!meta.is_object() || meta.value("kind", "") != kKind || !meta.contains("step") ||
       !meta["step"].is_number_integer() || !meta.contains("forward_count") ||
@@ -191,22 +187,24 @@ StatusOr<ResumedState> LoadTrainerCheckpoint(const std::filesystem::path& dir, m
                            "forward_count expected)",
                            dir.string(), meta.is_object() ? meta.value("kind", "") : "");
   }
+  // Every tensor straight into its new tensor's memory, all at once
+  // (ReadMany: shards loaded, checked and copied out on one thread per core).
   std::map<std::string, Tensor> model_state, optim_state;
+  std::vector<ck::CheckpointReader::ReadRequest> reads;
   for (const auto& [name, global] : reader.index().tensors) {
     const bool is_model = name.rfind(kModelPrefix, 0) == 0;
     const bool is_optim = name.rfind(kOptimPrefix, 0) == 0;
     if (!is_model && !is_optim) return InvalidArgument("'{}': unexpected tensor '{}'", dir.string(), name);
     StatusOr<DType> dtype = FromStorage(global.dtype, name);
     if (!dtype.ok()) return dtype.status().WithContext(where());
-    // Straight into the new tensor's memory (no intermediate copy).
     Tensor t = Tensor::Empty(global.shape, *dtype);
-    const std::vector<int64_t> origin(global.shape.size(), 0);
-    Status read = reader.ReadSliceInto(name, origin, global.shape,
-                                       std::span<std::byte>(static_cast<std::byte*>(t.raw_data()), t.nbytes()));
-    if (!read.ok()) return read.WithContext(where());
+    reads.push_back({name, std::vector<int64_t>(global.shape.size(), 0), global.shape,
+                     std::span<std::byte>(static_cast<std::byte*>(t.raw_data()), t.nbytes())});
     (is_model ? model_state : optim_state)[name.substr(is_model ? sizeof(kModelPrefix) - 1 : sizeof(kOptimPrefix) - 1)] =
         t;
   }
+  Status read = reader.ReadMany(reads);
+  if (!read.ok()) return read.WithContext(where());
   Status st = model.LoadStateDict(model_state);
   if (!st.ok()) return st.WithContext("loading the model's parameters").WithContext(where());
   st = optimizer.LoadStateDict(optim_state);

@@ -1,5 +1,6 @@
 // Damaged and misused checkpoints: every case gives the documented Status
 // (naming the path) and never modifies what is saved.
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -94,7 +95,7 @@ TEST_F(CheckpointFailure, FlippedBitIsDataLossNamingTheFile) {
   EXPECT_NE(w.status().message().find(kShard1), std::string::npos);
 }
 
-TEST_F(CheckpointFailure, PrefetchLoadsOnlyTheNamedShardsAndReportsADamagedOne) {
+TEST_F(CheckpointFailure, ReadManyReadsWhatItCanAndReportsADamagedShard) {
   std::string bytes = ReadFileBytes(dir_ / kShard1);
   bytes[bytes.size() - 3] ^= 0x10;
   WriteFileBytes(dir_ / kShard1, bytes);
@@ -103,10 +104,18 @@ TEST_F(CheckpointFailure, PrefetchLoadsOnlyTheNamedShardsAndReportsADamagedOne) 
   // The top-left box lives in shard 0 alone (the 2 x 2 grid: rows 0-1 in shard 0).
   const std::vector<std::string> files = reader->FilesFor("w", std::vector<int64_t>{0, 0}, std::vector<int64_t>{2, 3});
   ASSERT_EQ(files, std::vector<std::string>{kShard0});
-  EXPECT_TRUE(reader->Prefetch(files, 2).ok());
+  std::vector<float> box(6), all(24);
+  auto bytes_of = [](std::vector<float>& v) { return std::span<std::byte>(reinterpret_cast<std::byte*>(v.data()), v.size() * 4); };
+  const std::vector<CheckpointReader::ReadRequest> good = {{"w", {0, 0}, {2, 3}, bytes_of(box)}};
+  ASSERT_TRUE(reader->ReadMany(good, 2).ok());
+  float want = 0;
+  std::memcpy(&want, data_.data() + (6 + 1) * 4, 4);
+  EXPECT_EQ(std::memcmp(&box[4], &want, 4), 0) << "row 1, column 1 of w";
   EXPECT_EQ(reader->FilesFor("w", std::vector<int64_t>{0, 0}, std::vector<int64_t>{4, 6}).size(), 2u);
   EXPECT_TRUE(reader->FilesFor("nope", std::vector<int64_t>{0}, std::vector<int64_t>{1}).empty());
-  const Status st = reader->Prefetch({kShard0, kShard1, kShard1}, 4);
+  const std::vector<CheckpointReader::ReadRequest> bad = {{"w", {0, 0}, {2, 3}, bytes_of(box)},
+                                                          {"w", {0, 0}, {4, 6}, bytes_of(all)}};
+  const Status st = reader->ReadMany(bad, 4);
   EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st.ToString();
   EXPECT_NE(st.message().find(kShard1), std::string::npos) << st.ToString();
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -137,20 +138,30 @@ std::vector<std::string> CheckpointReader::FilesFor(std::string_view name, std::
   return out;
 }
 
-Status CheckpointReader::Prefetch(std::vector<std::string> files, int threads) const {
-  std::sort(files.begin(), files.end());
-  files.erase(std::unique(files.begin(), files.end()), files.end());
+Status CheckpointReader::ReadMany(std::span<const ReadRequest> requests, int threads) const {
+  // Groups by the first shard each request reads (one task per shard).
+  std::map<std::string, std::vector<const ReadRequest*>> groups;
+  for (const ReadRequest& r : requests) {
+    const std::vector<std::string> files = FilesFor(r.name, r.offset, r.shape);
+    groups[files.empty() ? std::string() : files.front()].push_back(&r);
+  }
+  std::vector<const std::vector<const ReadRequest*>*> tasks;
+  for (const auto& [file, group] : groups) tasks.push_back(&group);
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  threads = std::min<int>(threads, static_cast<int>(files.size()));
+  threads = std::max(1, std::min<int>(threads, static_cast<int>(tasks.size())));
   std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
   std::mutex mu;
   Status first;
   auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < files.size();) {
-      Status st = Shard(files[i]).status();
-      if (!st.ok()) {
+    for (size_t i; !failed.load() && (i = next.fetch_add(1)) < tasks.size();) {
+      for (const ReadRequest* r : *tasks[i]) {
+        Status st = ReadSliceInto(r->name, r->offset, r->shape, r->out);
+        if (st.ok()) continue;
         std::lock_guard<std::mutex> lock(mu);
         if (first.ok()) first = st;
+        failed = true;
+        return;
       }
     }
   };

@@ -67,10 +67,18 @@ class CheckpointReader {
   // tensor or a box outside it).
   std::vector<std::string> FilesFor(std::string_view name, std::span<const int64_t> offset,
                                     std::span<const int64_t> shape) const;
-  // Loads and checks these shards now, up to `threads` at a time (0: one per
-  // core): the disk reads of one overlap the hashing of another. Later reads
-  // from them only copy. The first error, naming its file.
-  Status Prefetch(std::vector<std::string> files, int threads = 0) const;
+  // One box of a tensor, into `out` (ReadSliceInto's arguments).
+  struct ReadRequest {
+    std::string name;
+    std::vector<int64_t> offset;
+    std::vector<int64_t> shape;
+    std::span<std::byte> out;
+  };
+  // Many reads, up to `threads` shards at a time (0: one per core): requests
+  // are grouped by the first shard they read and each worker loads (maps,
+  // hashes, checks) one shard and copies its group out, so the disk reads of
+  // one shard overlap the hashing and copying of another. The first error.
+  Status ReadMany(std::span<const ReadRequest> requests, int threads = 0) const;
 
   StatusOr<TensorData> ReadTensor(std::string_view name) const;
   // The box [offset, offset + shape) of tensor `name`.
