@@ -4,7 +4,8 @@
 # interval for an MTBF of M hours, the in-memory snapshot every step), each
 # round STEPS steps; on one process, or with NPROC > 1 under `tessera launch`
 # with the config's own mesh (8 ranks: dp 2 x tp 2 x pp 2, every rank saving
-# its shard; the in-memory tier needs several ranks).
+# its shard; the in-memory tier needs several ranks; and a run without the
+# gradient replica checksums, to price them).
 # Prints each run's figures, then medians and the overhead: wall time with /
 # without - 1 (wall time covers everything: the snapshots on the training
 # path, the background writes competing for the cores, the wait for the
@@ -46,7 +47,10 @@ for r in $(seq "$ROUNDS"); do
   run none
   run every "--set" "checkpoint.every=$K"
   run mtbf "--set" "checkpoint.mtbf_hours=$M"
-  if [ "$NPROC" -gt 1 ]; then run memory "--set" "checkpoint.memory_every=1"; fi
+  if [ "$NPROC" -gt 1 ]; then
+    run memory "--set" "checkpoint.memory_every=1"
+    run noguard "--set" "guard.replica_checksum=false"
+  fi
 done
 python3 - "$OUT/rows.txt" "$K" "$M" <<'EOF'
 import statistics, sys
@@ -62,7 +66,14 @@ over = {n: statistics.median(float(r[k][6]) / float(r[0][6]) - 1 for r in rounds
 stall = {n: statistics.median(float(r[3]) / float(r[6]) for r in rows if r[0] == n) for n in names[1:]}
 labels = {"every": f"every {sys.argv[2]} steps", "mtbf": f"Young/Daly, MTBF {sys.argv[3]} h",
           "memory": "in-memory snapshot every step"}
+if "noguard" in names:  # the baseline runs verify gradients (the default); this is their cost
+    k = names.index("noguard")
+    guard = statistics.median(float(r[0][6]) / float(r[k][6]) - 1 for r in rounds)
+    print(f"gradient verification with replica checksums (default, in every run above): {100 * guard:+.2f} % of wall "
+          f"time against none (median of paired rounds)")
 for n in names[1:]:
+    if n == "noguard":
+        continue
     label = labels[n]
     print(f"{label}: overhead {100 * over[n]:+.2f} % of wall time (median of paired rounds), "
           f"stall on the training path {100 * stall[n]:.3f} %")

@@ -37,7 +37,7 @@ using testing::Subprocess;
 constexpr int kPort = 29500;  // fresh namespaces: every port is free
 constexpr int kSteps = 80;
 constexpr milliseconds kPhase(30000);   // each wait for the next stage
-constexpr milliseconds kFinish(60000);  // the rest of the job
+constexpr milliseconds kFinish(90000);  // the rest of the job (sanitizers: slower)
 const std::string kToken = "elastic-test-token-0123456789abcdef";
 
 // A dense GPT (no experts) with dp = WORLD_SIZE / (tp·pp) at every start:

@@ -1,6 +1,7 @@
 // The agent's event log (internal to the launcher): every event of a
 // `tessera launch` job with restarts (start, failure, restart,
-// spare_assigned, restored, agent_lost, gave_up, done) as one JSON object
+// spare_assigned, restored, agent_lost, gave_up, done; elastic jobs:
+// membership, node_lost, node_joined) as one JSON object
 // per line in the --events file, written with one O_APPEND write(2) each
 // (so lines never interleave, even with several writers), and the matching
 // human message on the launcher's stderr ("tessera launch: ...").

@@ -44,8 +44,20 @@ Members Members::FromJson(const nlohmann::json& j) {
   m.attempt = j.value("attempt", 0);
   m.abort = j.value("abort", std::string());
   if (!m.abort.empty()) return m;
-  if (j.contains("nodes")) m.nodes = j["nodes"].get<std::vector<int>>();
-  if (j.contains("incarnations")) m.incarnations = j["incarnations"].get<std::vector<int64_t>>();
+  const auto& nodes = j.contains("nodes") ? j["nodes"] : nlohmann::json();
+  const auto& incarnations = j.contains("incarnations") ? j["incarnations"] : nlohmann::json();
+  if (!nodes.is_array() || !incarnations.is_array() || nodes.size() != incarnations.size()) {
+    m.abort = "malformed membership record in the job store (nodes/incarnations)";
+    return m;
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!nodes[i].is_number_integer() || !incarnations[i].is_number_integer()) {
+      m.abort = "malformed membership record in the job store (not integers)";
+      return m;
+    }
+    m.nodes.push_back(nodes[i].get<int>());
+    m.incarnations.push_back(incarnations[i].get<int64_t>());
+  }
   m.restarts = j.value("restarts", 0);
   m.joins = j.value("joins", 0);
   if (j.contains("cause")) m.cause = j["cause"];

@@ -51,13 +51,15 @@ void ParallelTrainer::InjectGradientFaults(int64_t step) {
 }
 
 void ParallelTrainer::InjectProcessFaults(int64_t step) const {
-  if (restart_count() > 0 || world_.rank() != FaultInjectionRank()) return;
+  if (restart_count() > 0) return;
   for (auto [knob, sig] : {std::pair{kInjectKillStep.Get(), SIGKILL}, std::pair{kInjectStopStep.Get(), SIGSTOP}}) {
     if (knob != step) continue;
-    // The failure strikes during the next step: step `step`'s in-memory
-    // snapshot (asynchronous) is complete by then, as it would be for any
-    // step that takes longer than a snapshot write.
+    // The failure strikes during the next step: every rank's in-memory
+    // snapshot of `step` (asynchronous) is complete by then, as it is for
+    // any step that takes longer than a snapshot write. (Every rank reads
+    // the knob, so all of them take part in this barrier.)
     if (memory_) (void)memory_->Wait();
+    if (!world_.Barrier().ok() || world_.rank() != FaultInjectionRank()) return;
     const char* name = sig == SIGKILL ? "SIGKILL" : "SIGSTOP";
     TLOG(WARN, "rank {}: raising {} after step {} (fault injection)", world_.rank(), name, step);
     if (options_.base.write_records) {  // when the failure struck, for recovery-time figures
