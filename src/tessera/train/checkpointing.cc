@@ -158,6 +158,30 @@ int64_t FaultInjectionRank() {
   return rank.Get();
 }
 
+nlohmann::json RecoveryEvent(const std::string& source, const std::string& from, int64_t restored_step,
+                             int restart_count, int64_t last_step_before) {
+  nlohmann::json e = {{"event", restart_count > 0 ? "recovered" : "resumed"},
+                      {"source", source},
+                      {"from", from},
+                      {"restored_step", restored_step},
+                      {"attempt", restart_count}};
+  if (last_step_before >= 0) {
+    e["last_step_before"] = last_step_before;
+    e["steps_lost"] = std::max<int64_t>(0, last_step_before - restored_step);
+  }
+  if (const char* failure = std::getenv("TESSERA_LAST_FAILURE"); failure != nullptr) {
+    const nlohmann::json f = nlohmann::json::parse(failure, nullptr, false);
+    if (f.is_object()) {
+      e["failure"] = f;
+      if (f.contains("detected_at") && f["detected_at"].is_number()) {
+        const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        e["recovery_s"] = now - f["detected_at"].get<double>();
+      }
+    }
+  }
+  return e;
+}
+
 int RestartCount() {
   const char* restarts = std::getenv("TESSERA_RESTART_COUNT");
   return restarts == nullptr ? 0 : std::max(0, std::atoi(restarts));

@@ -99,6 +99,14 @@ StatusOr<std::vector<std::filesystem::path>> ResumeCandidates(const std::string&
 // (TESSERA_INJECT_RANK, default 0).
 int64_t FaultInjectionRank();
 
+// The event of a run resumed at `restored_step` from `source` ("memory",
+// "disk") / `from` (where): "recovered" after an agent restart, else
+// "resumed"; steps lost against `last_step_before` (the last step the run
+// had recorded, -1: unknown) and, from TESSERA_LAST_FAILURE, the agent's
+// failure record and the seconds since it saw the failure.
+nlohmann::json RecoveryEvent(const std::string& source, const std::string& from, int64_t restored_step,
+                             int restart_count, int64_t last_step_before);
+
 // How many times the launcher's agent restarted this job
 // (TESSERA_RESTART_COUNT; 0 for a first attempt or without an agent).
 int RestartCount();

@@ -128,6 +128,16 @@ TEST_F(CheckpointingTest, ResumeIsBitwiseIdenticalToTheUninterruptedRun) {
     }
     EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
   }
+  {  // events.jsonl: the resume, from step 3 of a run that had reached step 6
+    std::ifstream in(dir_ / "runs" / "ckpt" / "events.jsonl");
+    std::string line;
+    ASSERT_TRUE(std::getline(in, line));
+    const nlohmann::json e = nlohmann::json::parse(line);
+    EXPECT_EQ(e["event"], "resumed") << line;
+    EXPECT_EQ(e["source"], "disk");
+    EXPECT_EQ(e["restored_step"], 3);
+    EXPECT_EQ(e["steps_lost"], 3);
+  }
 
   // "latest" is step 6: nothing left at train.steps = 6; two more steps run.
   Status st;

@@ -105,30 +105,11 @@ StatusOr<int64_t> ParallelTrainer::RollBack(int64_t step, const std::string& why
 
 void ParallelTrainer::RecordRecovery(const RunRecord* record) const {
   if (!is_rank0_) return;
-  const int64_t restored = first_step_ - 1;
-  nlohmann::json e = {{"event", restart_count() > 0 ? "recovered" : "resumed"},
-                      {"source", restore_source_},
-                      {"from", resumed_from_},
-                      {"restored_step", restored},
-                      {"attempt", restart_count()}};
-  if (record != nullptr && record->last_step_before_resume() >= 0) {
-    e["last_step_before"] = record->last_step_before_resume();
-    e["steps_lost"] = std::max<int64_t>(0, record->last_step_before_resume() - restored);
-  }
-  // The agent's account of the failure (launcher_agent.h).
-  if (const char* failure = std::getenv("TESSERA_LAST_FAILURE"); failure != nullptr) {
-    const nlohmann::json f = nlohmann::json::parse(failure, nullptr, false);
-    if (f.is_object()) {
-      e["failure"] = f;
-      if (f.contains("detected_at") && f["detected_at"].is_number()) {
-        const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-        e["recovery_s"] = now - f["detected_at"].get<double>();
-      }
-    }
-  }
+  const nlohmann::json e = RecoveryEvent(restore_source_, resumed_from_, first_step_ - 1, restart_count(),
+                                         record != nullptr ? record->last_step_before_resume() : -1);
   TLOG(INFO, "{}", e.dump());
   Event(e);
-  comm::ReportRestored(restore_source_, restored, e.value("steps_lost", int64_t{0}));  // to the agent, if any
+  comm::ReportRestored(restore_source_, first_step_ - 1, e.value("steps_lost", int64_t{0}));  // to the agent, if any
 }
 
 void ParallelTrainer::Event(nlohmann::json event) const {

@@ -10,6 +10,7 @@
 
 #include "tessera/base/error.h"
 #include "tessera/base/logging.h"
+#include "tessera/comm/heartbeat.h"
 #include "tessera/data/arithmetic.h"
 #include "tessera/data/token_dataset.h"
 #include "tessera/graph/tape.h"
@@ -183,6 +184,7 @@ Status Trainer::RunImpl(TrainSummary* summary) {
       config_.checkpoint.dir.empty() ? std::filesystem::path(run_dir) / "checkpoints"
                                      : std::filesystem::path(config_.checkpoint.dir);
   int64_t first_step = 1;
+  std::string resumed_from;  // the checkpoint, when resumed
   TESSERA_ASSIGN_OR_RETURN(const std::string resume, EffectiveResume(config_.checkpoint, ckpt_root));
   if (!resume.empty()) {
     TESSERA_ASSIGN_OR_RETURN(std::vector<std::filesystem::path> candidates, ResumeCandidates(resume, ckpt_root));
@@ -212,6 +214,7 @@ Status Trainer::RunImpl(TrainSummary* summary) {
                              dir.string(), resumed->step, t.steps);
     }
     first_step = resumed->step + 1;
+    resumed_from = dir.string();
     progress.Message(fmt::format("resumed from {} (step {}){}", dir.string(), resumed->step,
                                  skipped.empty() ? "" : " — newer checkpoints unusable: " + skipped));
   }
@@ -279,6 +282,13 @@ Status Trainer::RunImpl(TrainSummary* summary) {
                             {"grad_norm", grad_norm}, {"step_s", step_s}, {"tokens_per_s", tps}};
       if (config_.model.moe.num_experts > 0) row["aux_loss"] = aux_sum / static_cast<double>(accum);
       TESSERA_RETURN_IF_ERROR(record->AppendMetrics(row));
+    }
+    if (step == first_step && !resumed_from.empty() && record) {
+      // As multi-rank runs do (the launcher's agent may shrink a job to one rank).
+      const nlohmann::json e = RecoveryEvent("disk", resumed_from, first_step - 1, RestartCount(),
+                                             record->last_step_before_resume());
+      TESSERA_RETURN_IF_ERROR(AppendEvent(run_dir, e));
+      comm::ReportRestored("disk", first_step - 1, e.value("steps_lost", int64_t{0}));
     }
     if (checkpointer && schedule.Due(step, first_step, Seconds(last_save, Clock::now()))) {
       TESSERA_RETURN_IF_ERROR(checkpointer->Save(step, *model_, opt, config_.ToJson()));
