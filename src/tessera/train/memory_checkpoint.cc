@@ -24,12 +24,15 @@ using Clock = std::chrono::steady_clock;
 constexpr char kFormat[] = "tessera-memory-snapshot";
 constexpr int kKeep = 2;
 
+}  // namespace
+
 // Everything one rank holds, flattened in span order.
-struct Held {
+struct MemoryCheckpointer::Held {
   std::vector<float> values, exp_avg, exp_avg_sq;
   std::vector<int64_t> steps;  // per (bucket, parameter) in `params` order
   int64_t optimizer_steps = 0;
   uint64_t fingerprint = 0;    // of the layout: which spans of which parameters
+  std::vector<std::pair<int, int>> params;  // (bucket, index) of each step count
 
   uint64_t Digest() const {
     base::StreamingChecksum c;
@@ -41,6 +44,10 @@ struct Held {
     return c.Digest64();
   }
 };
+
+namespace {
+
+using Held = MemoryCheckpointer::Held;
 
 // The (bucket, index) of every parameter this rank holds anything of, and
 // the layout fingerprint.
@@ -60,9 +67,15 @@ std::vector<std::pair<int, int>> HeldParams(parallel::ZeroOptimizer& zero, int r
   return params;
 }
 
-Held Capture(parallel::ZeroOptimizer& zero, int rank, int world) {
-  Held h;
-  const auto params = HeldParams(zero, rank, world, &h.fingerprint);
+// Copies the state into `h`, reusing its buffers (the layout's parameters
+// and fingerprint are computed on the first capture only).
+void Capture(parallel::ZeroOptimizer& zero, int rank, int world, Held& h) {
+  if (h.params.empty()) h.params = HeldParams(zero, rank, world, &h.fingerprint);
+  const auto& params = h.params;
+  h.values.clear();
+  h.exp_avg.clear();
+  h.exp_avg_sq.clear();
+  h.steps.clear();
   for (const auto& s : zero.HeldValueSpans()) h.values.insert(h.values.end(), s.value, s.value + (s.end - s.begin));
   for (const auto& s : zero.HeldStateSpans()) {
     h.exp_avg.insert(h.exp_avg.end(), s.exp_avg, s.exp_avg + (s.end - s.begin));
@@ -70,7 +83,6 @@ Held Capture(parallel::ZeroOptimizer& zero, int rank, int world) {
   }
   for (const auto& [b, i] : params) h.steps.push_back(zero.param_step(b, i));
   h.optimizer_steps = zero.steps_taken();
-  return h;
 }
 
 void Apply(const Held& h, parallel::ZeroOptimizer& zero, int rank, int world) {
@@ -278,7 +290,9 @@ Status MemoryCheckpointer::Wait() {
 Status MemoryCheckpointer::Save(int64_t step, parallel::ZeroOptimizer& zero, const nlohmann::json& metadata) {
   const Status previous = Wait();
   const auto t0 = Clock::now();
-  auto held = std::make_shared<Held>(Capture(zero, comm_->rank(), comm_->size()));
+  if (!held_) held_ = std::make_shared<Held>();
+  Capture(zero, comm_->rank(), comm_->size(), *held_);  // the writer is done with it (Wait above)
+  std::shared_ptr<const Held> held = held_;
   snapshot_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
   ++saves_;
   writer_ = std::thread([this, held, step, metadata] {

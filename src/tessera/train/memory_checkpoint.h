@@ -28,6 +28,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -79,6 +81,7 @@ class MemoryCheckpointer {
   StatusOr<std::optional<Restored>> Restore(parallel::ZeroOptimizer& zero);
 
   int64_t saves() const { return saves_; }
+  struct Held;  // (internal) a rank's state, flattened
   double snapshot_seconds() const { return snapshot_s_; }
   const std::filesystem::path& node_dir() const { return node_dir_; }
 
@@ -92,6 +95,7 @@ class MemoryCheckpointer {
   bool replicate_ = false;
   std::thread writer_;
   Status write_status_;
+  std::shared_ptr<Held> held_;  // reused: fresh pages cost more than the copy
   int64_t saves_ = 0;
   double snapshot_s_ = 0;
 };
