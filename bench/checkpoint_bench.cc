@@ -145,7 +145,7 @@ void BM_CheckpointLoadCold(benchmark::State& state) {
                        std::span<std::byte>(dest.data() + total, bytes)});
       total += bytes;
     }
-    tessera::Status st = reader->ReadMany(reads);
+    tessera::Status st = reader->ReadMany(reads, static_cast<int>(state.range(0)));
     if (!st.ok()) state.SkipWithError(st.ToString().c_str());
     benchmark::DoNotOptimize(dest.data());
     if (total != kTotalBytes) std::abort();
@@ -157,7 +157,8 @@ void BM_CheckpointLoadCold(benchmark::State& state) {
 BENCHMARK(BM_ReferenceWriteFsync)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK(BM_CheckpointSave)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK(BM_ReferenceReadCold)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
-BENCHMARK(BM_CheckpointLoadCold)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+// Arg: worker threads (0: one per core; 1: one shard after another, as before ReadMany).
+BENCHMARK(BM_CheckpointLoadCold)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 }  // namespace
 
