@@ -344,15 +344,24 @@ Status ZeroOptimizer::CompareReplicaGradients(std::string* mismatch) {
       std::map<uint64_t, std::vector<int>> by_digest;
       for (int r = 0; r < n; ++r) by_digest[all[r * mine.size() + k]].push_back(r);
       if (by_digest.size() == 1) continue;
-      // The largest agreeing set is taken as right; the others are named.
-      auto majority = std::max_element(by_digest.begin(), by_digest.end(),
-                                       [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
-      std::vector<int> odd;
-      for (const auto& [digest, ranks] : by_digest) {
-        if (digest != majority->first) odd.insert(odd.end(), ranks.begin(), ranks.end());
+      // The largest agreeing set is taken as right and the others named; with
+      // no strict majority (two replicas, say) every set is listed.
+      size_t largest = 0, at_largest = 0;
+      for (const auto& [digest, ranks] : by_digest) largest = std::max(largest, ranks.size());
+      for (const auto& [digest, ranks] : by_digest) at_largest += ranks.size() == largest ? 1 : 0;
+      std::string what;
+      if (at_largest > 1) {
+        std::vector<std::string> sets;
+        for (const auto& [digest, ranks] : by_digest) sets.push_back(fmt::format("{{{}}}", fmt::join(ranks, ",")));
+        what = fmt::format("replicas disagree with no majority: group ranks {}", fmt::join(sets, " vs "));
+      } else {
+        std::vector<int> odd;
+        for (const auto& [digest, ranks] : by_digest) {
+          if (ranks.size() != largest) odd.insert(odd.end(), ranks.begin(), ranks.end());
+        }
+        what = fmt::format("reduced gradient differs on group rank(s) {} of {} replicas", fmt::join(odd, ","), n);
       }
-      *mismatch += fmt::format("{}bucket '{}': reduced gradient differs on group rank(s) {} of {} replicas",
-                               mismatch->empty() ? "" : "; ", buckets_[members[k]]->spec.name, fmt::join(odd, ","), n);
+      *mismatch += fmt::format("{}bucket '{}': {}", mismatch->empty() ? "" : "; ", buckets_[members[k]]->spec.name, what);
     }
   }
   return Status::Ok();

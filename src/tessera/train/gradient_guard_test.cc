@@ -94,7 +94,8 @@ class GuardedTraining : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   std::vector<std::string> Overrides(const std::string& on_failure) const {
-    return {"parallel.dp=2", "parallel.zero=1", "train.steps=5", "checkpoint.every=1",
+    // dp 4: the flipped replica is a minority of one, which the check names.
+    return {"parallel.dp=4", "parallel.zero=1", "train.steps=5", "checkpoint.every=1",
             fmt::format("checkpoint.dir=\"{}\"", (dir_ / "ckpt").string()),
             fmt::format("train.out_dir=\"{}\"", dir_.string()), fmt::format("guard.on_failure=\"{}\"", on_failure)};
   }
