@@ -77,10 +77,15 @@ every = 8
 struct Job {
   std::string dir;
   std::string config;
+  bool keep = false;  // the reference's checkpoint outlives its Job
 
   explicit Job(const std::string& name) : dir(testing::FreshTempDir("recovery-" + name)) {
     config = dir + "/config.toml";
     std::ofstream(config) << kConfig;
+  }
+  ~Job() {
+    std::error_code ec;
+    if (!keep && !::testing::Test::HasFailure()) fs::remove_all(dir, ec);  // kept for a failure's post-mortem
   }
   std::string events() const { return dir + "/runs/recovery/events.jsonl"; }
   std::string final_checkpoint() const { return dir + "/ckpt/step-00000008"; }
@@ -117,6 +122,7 @@ void ExpectSameState(const std::string& a, const std::string& b) {
 const std::string& Reference() {
   static const std::string ckpt = [] {
     Job job("reference");
+    job.keep = true;
     ProcResult r = job.Run({}, {});
     EXPECT_EQ(r.exit_code, 0) << Diagnose(r);
     return job.final_checkpoint();
