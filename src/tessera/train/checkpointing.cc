@@ -100,15 +100,7 @@ AsyncCheckpointer::~AsyncCheckpointer() {
   if (!st.ok()) TLOG(WARN, "checkpoint save failed: {}", st.ToString());
 }
 
-Status AsyncCheckpointer::Wait() {
-  if (writer_.joinable()) {
-    writer_.join();
-    write_s_ += pending_write_s_;
-  }
-  Status st = write_status_;
-  write_status_ = Status::Ok();
-  return st;
-}
+Status AsyncCheckpointer::Wait() { return writer_.Wait(); }
 
 Status AsyncCheckpointer::Save(int64_t step, const models::Gpt& model, const optim::AdamW& optimizer,
                                const nlohmann::json& config) {
@@ -125,8 +117,7 @@ Status AsyncCheckpointer::Save(int64_t step, const models::Gpt& model, const opt
   last_snapshot_s_ = Seconds(t0, Clock::now());
   snapshot_s_ += last_snapshot_s_;
   ++saves_;
-  writer_ = std::thread([this, snapshot] {
-    const auto w0 = Clock::now();
+  writer_.Start([this, snapshot]() -> Status {
     const std::filesystem::path dir = root_ / ck::StepDirName(snapshot->step);
     Status st = [&]() -> Status {
       ck::CheckpointWriter writer(1, snapshot->step);
@@ -137,8 +128,7 @@ Status AsyncCheckpointer::Save(int64_t step, const models::Gpt& model, const opt
       TESSERA_RETURN_IF_ERROR(writer.Commit(dir));
       return ck::KeepLastCheckpoints(root_, static_cast<int>(keep_)).status();
     }();
-    write_status_ = st.ok() ? st : st.WithContext(fmt::format("saving checkpoint '{}'", dir.string()));
-    pending_write_s_ = Seconds(w0, Clock::now());
+    return st.ok() ? st : st.WithContext(fmt::format("saving checkpoint '{}'", dir.string()));
   });
   return Status::Ok();
 }

@@ -21,7 +21,6 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +28,7 @@
 #include "tessera/base/status.h"
 #include "tessera/models/gpt.h"
 #include "tessera/optim/adamw.h"
+#include "tessera/train/background_job.h"
 #include "tessera/train/train_config.h"
 
 namespace tessera::train {
@@ -73,19 +73,16 @@ class AsyncCheckpointer {
   int64_t saves() const { return saves_; }
   double snapshot_seconds() const { return snapshot_s_; }  // on the training path, all saves
   double last_snapshot_seconds() const { return last_snapshot_s_; }
-  double write_seconds() const { return write_s_; }        // in the background, all finished saves
+  double write_seconds() const { return writer_.seconds(); }  // in the background, all finished saves
 
  private:
   struct Snapshot;
   std::filesystem::path root_;
   int64_t keep_;
-  std::thread writer_;
-  Status write_status_;
+  BackgroundJob writer_;
   int64_t saves_ = 0;
   double snapshot_s_ = 0;
   double last_snapshot_s_ = 0;
-  double write_s_ = 0;
-  double pending_write_s_ = 0;
 };
 
 // The checkpoints to try, in order, for `spec`: "latest" means every

@@ -281,10 +281,7 @@ MemoryCheckpointer::~MemoryCheckpointer() {
 }
 
 Status MemoryCheckpointer::Wait() {
-  if (writer_.joinable()) writer_.join();
-  Status st = write_status_;
-  write_status_ = Status::Ok();
-  return st;
+  return writer_.Wait();
 }
 
 Status MemoryCheckpointer::Save(int64_t step, parallel::ZeroOptimizer& zero, const nlohmann::json& metadata) {
@@ -295,8 +292,8 @@ Status MemoryCheckpointer::Save(int64_t step, parallel::ZeroOptimizer& zero, con
   std::shared_ptr<const Held> held = held_;
   snapshot_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
   ++saves_;
-  writer_ = std::thread([this, held, step, metadata] {
-    write_status_ = [&]() -> Status {
+  writer_.Start([this, held, step, metadata]() -> Status {
+    return [&]() -> Status {
       const int rank = comm_->rank();
       const Layout layout = FileLayout(*held, step, rank, metadata);
       if (!replicate_) {  // streamed straight into tmpfs: no intermediate copy

@@ -36,6 +36,7 @@
 #include "tessera/base/status.h"
 #include "tessera/comm/api/communicator.h"
 #include "tessera/parallel/zero.h"
+#include "tessera/train/background_job.h"
 
 namespace tessera::train {
 
@@ -93,8 +94,7 @@ class MemoryCheckpointer {
   int peer_ = 0;  // holds my replica
   int prev_ = 0;  // whose replica I hold
   bool replicate_ = false;
-  std::thread writer_;
-  Status write_status_;
+  BackgroundJob writer_;  // declared after comm_: joined before the communicator goes
   std::shared_ptr<Held> held_;  // reused: fresh pages cost more than the copy
   int64_t saves_ = 0;
   double snapshot_s_ = 0;

@@ -118,15 +118,7 @@ ShardedCheckpointer::~ShardedCheckpointer() {
   if (!st.ok()) TLOG(WARN, "checkpoint save failed: {}", st.ToString());
 }
 
-Status ShardedCheckpointer::Wait() {
-  if (writer_.joinable()) {
-    writer_.join();
-    write_s_ += pending_write_s_;
-  }
-  Status st = write_status_;
-  write_status_ = Status::Ok();
-  return st;
-}
+Status ShardedCheckpointer::Wait() { return writer_.Wait(); }
 
 Status ShardedCheckpointer::Save(int64_t step, parallel::ZeroOptimizer& zero, nlohmann::json metadata) {
   TESSERA_RETURN_IF_ERROR(Wait());
@@ -138,12 +130,10 @@ Status ShardedCheckpointer::Save(int64_t step, parallel::ZeroOptimizer& zero, nl
   snapshot_s_ += last_snapshot_s_;
   last_bytes_ = snap->bytes();
   ++saves_;
-  writer_ = std::thread([this, snap, step, metadata = std::move(metadata)] {
-    const auto w0 = Clock::now();
+  writer_.Start([this, snap, step, metadata = std::move(metadata)]() -> Status {
     const std::filesystem::path dir = root_ / ck::StepDirName(step);
     Status st = WriteAndCommit(*comm_, root_, dir, step, *snap, metadata, keep_);
-    write_status_ = st.ok() ? st : st.WithContext(fmt::format("saving checkpoint '{}'", dir.string()));
-    pending_write_s_ = Seconds(w0, Clock::now());
+    return st.ok() ? st : st.WithContext(fmt::format("saving checkpoint '{}'", dir.string()));
   });
   return Status::Ok();
 }

@@ -35,6 +35,7 @@
 #include "tessera/base/status.h"
 #include "tessera/comm/api/communicator.h"
 #include "tessera/parallel/zero.h"
+#include "tessera/train/background_job.h"
 
 namespace tessera::train {
 
@@ -57,7 +58,7 @@ class ShardedCheckpointer {
   int64_t saves() const { return saves_; }
   double snapshot_seconds() const { return snapshot_s_; }
   double last_snapshot_seconds() const { return last_snapshot_s_; }
-  double write_seconds() const { return write_s_; }
+  double write_seconds() const { return writer_.seconds(); }
   int64_t last_snapshot_bytes() const { return last_bytes_; }
 
  private:
@@ -65,10 +66,9 @@ class ShardedCheckpointer {
   std::filesystem::path root_;
   int64_t keep_;
   std::unique_ptr<comm::Communicator> comm_;
-  std::thread writer_;
-  Status write_status_;
+  BackgroundJob writer_;  // declared after comm_: joined before the communicator goes
   int64_t saves_ = 0;
-  double snapshot_s_ = 0, last_snapshot_s_ = 0, write_s_ = 0, pending_write_s_ = 0;
+  double snapshot_s_ = 0, last_snapshot_s_ = 0;
   int64_t last_bytes_ = 0;
 };
 
