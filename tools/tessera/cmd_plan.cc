@@ -27,6 +27,7 @@
 #include "tessera/plan/calibrated_time.h"
 #include "tessera/plan/cost_model.h"
 #include "tessera/plan/report.h"
+#include "tessera/plan/sim_step.h"
 #include "tessera/plan/search.h"
 #include "tessera/plan/time_model.h"
 
@@ -131,8 +132,11 @@ Status Evaluate(EvaluateArgs& a) {
     TESSERA_ASSIGN_OR_RETURN(r, plan::EvaluatePlan(in.model, in.cluster, p));
   }
   TESSERA_ASSIGN_OR_RETURN(auto cost, Cost(a.common, r, static_cast<double>(p.Devices()), in.cluster));
+  // Energy and throttling at steady state under the device's thermal limit (sim::SteadyStateStep).
+  StatusOr<sim::StepDvfs> dvfs = plan::StepEnergy(in.cluster, p, r);
   if (a.common.json) {
     nlohmann::json j = plan::BreakdownJson(r);
+    j["dvfs"] = dvfs.ok() ? plan::DvfsJson(*dvfs) : nlohmann::json(dvfs.status().ToString());
     j["model"] = plan::ModelJson(in.model);
     j["cluster"] = in.cluster.name;
     j["plan"] = plan::PlanJson(p);
@@ -141,6 +145,14 @@ Status Evaluate(EvaluateArgs& a) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("%s", plan::FormatEvaluation(in.model, in.cluster, p, r, cost).c_str());
+    if (dvfs.ok()) {
+      std::printf("dvfs steady state  throttled step %.3f s  mean clock %.3f  %.1f C  %.0f W/device  energy per step "
+                  "%.1f J/device, %.3f MJ total\n",
+                  dvfs->step_s, dvfs->mean_clock, dvfs->temp_c, dvfs->power_w, dvfs->energy_per_device_j,
+                  dvfs->energy_total_j / 1e6);
+    } else {
+      std::printf("dvfs: %s\n", dvfs.status().ToString().c_str());
+    }
     if (calibrated) std::printf("(step time from the calibrated twin %s; --no-twin for the roofline)\n", twin_path.c_str());
   }
   return Status::Ok();

@@ -22,8 +22,10 @@
 
 #include "commands.h"
 #include "tessera/comm/api/ccl_perf.h"
+#include "tessera/plan/sim_step.h"
 #include "tessera/sim/cluster_spec.h"
 #include "tessera/sim/collective_cost.h"
+#include "tessera/sim/device_model.h"
 #include "tessera/sim/faults.h"
 #include "tessera/sim/simulate.h"
 #include "tessera/sim/step_replay.h"
@@ -193,9 +195,22 @@ Status Step(const SimArgs& a) {
   TESSERA_ASSIGN_OR_RETURN(sim::PlanSpec plan, sim::LoadPlanSpec(a.plan));
   const auto t0 = std::chrono::steady_clock::now();
   TESSERA_ASSIGN_OR_RETURN(sim::Routing routing, sim::ParseRouting(a.routing));
-  TESSERA_ASSIGN_OR_RETURN(sim::StepResult r,
-                           a.flows ? sim::ReplayStepFlows(spec, plan, routing) : sim::ReplayStep(spec, plan));
+  // Closed form: priced by the planner's cost model, scheduled as a DAG
+  // (plan/sim_step.h); --flows: every rank's communication on the flow engine.
+  sim::StepResult r;
+  double planner_s = 0, compute_s = 0;
+  if (a.flows) {
+    TESSERA_ASSIGN_OR_RETURN(r, sim::ReplayStepFlows(spec, plan, routing));
+    compute_s = r.compute_s;
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(plan::PlannedStep ps, plan::ReplayPlannedStep(spec, plan));
+    r = std::move(ps.replay);
+    planner_s = ps.closed.step_time;
+    compute_s = ps.closed.compute;
+  }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  TESSERA_ASSIGN_OR_RETURN(sim::StepDvfs dvfs, sim::SteadyStateStep(spec.device, r.step_time_s,
+                                                                    std::min(compute_s, r.step_time_s), plan.Devices()));
   if (!a.trace.empty()) {
     std::ofstream out(a.trace);
     out << sim::ChromeTraceJson(r);
@@ -208,13 +223,23 @@ Status Step(const SimArgs& a) {
                         {"mfu", r.mfu},               {"bubble_fraction", r.bubble_fraction},
                         {"compute_s", r.compute_s},   {"tp_comm_s", r.tp_comm_s},
                         {"dp_comm_s", r.dp_comm_s},   {"sim_wall_s", wall}};
+    if (!a.flows) j["planner_closed_form_s"] = planner_s;
+    j["dvfs"] = {{"throttled_step_time_s", dvfs.step_s},     {"mean_clock", dvfs.mean_clock},
+                 {"temp_c", dvfs.temp_c},                    {"power_w", dvfs.power_w},
+                 {"energy_per_device_j", dvfs.energy_per_device_j}, {"energy_total_j", dvfs.energy_total_j}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("%d devices (dp %d x tp %d x pp %d), %d micro-batches, %s on %s\n", plan.Devices(), plan.dp, plan.tp,
-                plan.pp, plan.MicroBatches(), plan.one_f_one_b ? "1F1B" : "GPipe", spec.name.c_str());
+                plan.pp, plan.MicroBatches(), !plan.one_f_one_b ? "GPipe" : plan.vpp > 1 ? "interleaved" : "1F1B",
+                spec.name.c_str());
     std::printf("step_time_s %.4f  tflops_per_device %.1f  mfu %.3f  bubble %.3f  compute_s %.4f  tp_comm_s %.4f  "
                 "dp_comm_s %.4f  sim_wall_s %.4f\n",
                 r.step_time_s, tflops, r.mfu, r.bubble_fraction, r.compute_s, r.tp_comm_s, r.dp_comm_s, wall);
+    if (!a.flows) std::printf("planner closed form (tessera plan evaluate): %.4f s\n", planner_s);
+    std::printf("dvfs steady state: throttled step %.4f s  mean clock %.3f  %.1f C  %.0f W/device  energy per step "
+                "%.1f J/device, %.3f MJ total\n",
+                dvfs.step_s, dvfs.mean_clock, dvfs.temp_c, dvfs.power_w, dvfs.energy_per_device_j,
+                dvfs.energy_total_j / 1e6);
   }
   return Status::Ok();
 }

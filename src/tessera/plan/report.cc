@@ -164,4 +164,16 @@ std::string FormatSearch(const ModelSpec& m, const sim::ClusterSpec& c, const Se
   return out;
 }
 
+nlohmann::json DvfsJson(const sim::StepDvfs& d) {
+  return {{"nominal_step_s", d.nominal_step_s},
+          {"throttled_step_s", d.step_s},
+          {"mean_clock", d.mean_clock},
+          {"utilization", d.utilization},
+          {"temp_c", d.temp_c},
+          {"throttled_fraction", d.throttled_fraction},
+          {"power_w", d.power_w},
+          {"energy_per_device_j", d.energy_per_device_j},
+          {"energy_total_j", d.energy_total_j}};
+}
+
 }  // namespace tessera::plan

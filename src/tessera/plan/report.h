@@ -14,6 +14,7 @@
 #include "tessera/plan/search.h"
 #include "tessera/plan/time_model.h"
 #include "tessera/sim/cluster_spec.h"
+#include "tessera/sim/device_model.h"
 
 namespace tessera::plan {
 
@@ -23,6 +24,7 @@ nlohmann::json PlanJson(const ParallelPlan& p);
 // bubble_fraction, comm_fraction, time breakdown, ...
 nlohmann::json BreakdownJson(const StepBreakdown& r);
 nlohmann::json RunCostJson(const RunCost& c);
+nlohmann::json DvfsJson(const sim::StepDvfs& d);
 
 // One evaluated plan (with its cost when `cost` is given).
 std::string FormatEvaluation(const ModelSpec& m, const sim::ClusterSpec& c, const ParallelPlan& p,

@@ -6,6 +6,7 @@
 #include "tessera/plan/stage_layout.h"
 #include "tessera/sim/collective_cost.h"
 #include "tessera/sim/device_model.h"
+#include "tessera/sim/pipeline_replay.h"
 
 namespace tessera::plan {
 namespace {
@@ -21,6 +22,21 @@ struct LayerWork {
   double ep = 0;         // expert-parallel all-to-alls
   double recompute = 0;  // extra forward work during backward (compute part)
   double recompute_comm = 0;
+};
+
+// One pipeline rank's forward/backward time for one micro-batch.
+struct RankTime {
+  double fwd = 0, bwd = 0, wgrad = 0;
+  double compute = 0, tp = 0, ep = 0, pp = 0;
+  double Slot() const { return fwd + bwd; }
+};
+
+struct RankCost {
+  RankTime time;
+  double dp = 0;         // gradient reduction (ZeRO >= 1: reduce-scatter + all-gather) of the rank's parameters
+  double dp_exposed = 0; // of which not hidden under compute
+  bool dp_overlapped = false;  // hidden under the last micro-batch's backward (overlap_grad_reduce)
+  double optimizer = 0;
 };
 
 class Evaluator {
@@ -135,6 +151,9 @@ class Evaluator {
   }
 
   StatusOr<StepBreakdown> Run() const;
+  // Per pipeline rank: its micro-batch times, gradient reduction and optimizer step.
+  std::vector<RankCost> Ranks() const;
+  sim::PipelineCost Pipeline() const;
 
  private:
   double Q(double d) const { return d / (d + e_.gemm_half_dim); }
@@ -146,15 +165,8 @@ class Evaluator {
   double peak_ = 0, gemm_peak_ = 0, bf16_peak_ = 0, mem_bw_ = 0, s_ = 0, tokens_ = 0, h_ = 0, t_ = 1, r_ = 1, heads_ = 0;
 };
 
-// One pipeline rank's forward/backward time for one micro-batch.
-struct RankTime {
-  double fwd = 0, bwd = 0, wgrad = 0;
-  double compute = 0, tp = 0, ep = 0, pp = 0;
-  double Slot() const { return fwd + bwd; }
-};
 
-StatusOr<StepBreakdown> Evaluator::Run() const {
-  StepBreakdown out;
+std::vector<RankCost> Evaluator::Ranks() const {
   const ParamCounts counts = CountParams(m_);
   const std::vector<RankLayers> ranks = LayoutStages(m_, p_.pp, p_.vpp);
   const LayerWork dense = Layer(false);
@@ -165,10 +177,10 @@ StatusOr<StepBreakdown> Evaluator::Run() const {
   const double p2p = p_.pp > 1 ? sim::EstimateP2P(c_, T * h_ * 2 / t_, same_node_stages) : 0.0;
   const int64_t micro = p_.MicroBatches();
 
-  RankTime slow;
-  double dp_exposed = 0, optimizer = 0;
+  std::vector<RankCost> out;
   for (const RankLayers& r : ranks) {
-    RankTime rt;
+    RankCost rc;
+    RankTime& rt = rc.time;
     auto add = [&](const LayerWork& w, double n) {
       const double comp = w.gemm + w.core + w.memory;
       rt.fwd += n * (comp + w.tp + w.ep);
@@ -193,42 +205,77 @@ StatusOr<StepBreakdown> Evaluator::Run() const {
       rt.bwd += p_.vpp * p2p;
       rt.pp += 2 * p_.vpp * p2p;
     }
-    if (rt.Slot() > slow.Slot()) slow = rt;
 
     // Data parallelism, per rank.
     const RankParams rp = ParamsOnRank(m_, counts, p_, r);
     const int edp = p_.dp * p_.tp / p_.ep;
-    double dp_time = 0;
     auto sync = [&](double elems, int size, int stride) {
       const int rps = StridedRps(size, stride);
       if (p_.zero == 0) return Collective(CollectiveKind::kAllReduce, 2 * elems, size, rps);
       return Collective(CollectiveKind::kReduceScatter, 2 * elems, size, rps) +
              Collective(CollectiveKind::kAllGather, 2 * elems, size, rps);
     };
-    dp_time = sync(rp.dense, p_.dp, p_.tp) + sync(rp.expert, edp, p_.ep);
+    rc.dp = sync(rp.dense, p_.dp, p_.tp) + sync(rp.expert, edp, p_.ep);
     if (p_.zero >= 3) {
       // Parameters gathered for forward and backward and gradients scattered, per micro-batch;
       // prefetched under the compute of the micro-batch.
-      const double per_micro = 1.5 * dp_time;
-      dp_exposed = std::max(dp_exposed, micro * std::max(0.0, per_micro - rt.Slot()));
+      const double per_micro = 1.5 * rc.dp;
+      rc.dp_exposed = micro * std::max(0.0, per_micro - rt.Slot());
     } else if (p_.overlap_grad_reduce) {
-      dp_exposed = std::max(dp_exposed, std::max(0.0, dp_time - rt.bwd));
+      rc.dp_exposed = std::max(0.0, rc.dp - rt.bwd);
+      rc.dp_overlapped = true;
     } else {
-      dp_exposed = std::max(dp_exposed, dp_time);
+      rc.dp_exposed = rc.dp;
     }
     const double local = p_.zero >= 1 ? rp.Sharded(p_) : rp.dense + rp.expert;
-    double opt = Bytes(28 * local);  // Adam: read master, m, v (fp32) + grad; write master, m, v + bf16 param
+    rc.optimizer = Bytes(28 * local);  // Adam: read master, m, v (fp32) + grad; write master, m, v + bf16 param
     // Offloaded: bf16 grads down and bf16 params up, concurrently (the host link is full duplex).
-    if (p_.offload_optimizer) opt = sim::OffloadTime(c_.device, 2 * local);
-    optimizer = std::max(optimizer, opt);
+    if (p_.offload_optimizer) rc.optimizer = sim::OffloadTime(c_.device, 2 * local);
+    out.push_back(rc);
+  }
+  return out;
+}
+
+sim::PipelineCost Evaluator::Pipeline() const {
+  sim::PipelineCost pc;
+  pc.micro_batches = static_cast<int>(p_.MicroBatches());
+  pc.vpp = p_.vpp;
+  pc.schedule = p_.schedule == Schedule::kInterleaved ? sim::PipelineSchedule::kInterleaved
+                                                      : sim::PipelineSchedule::kOneFOneB;
+  for (const RankCost& rc : Ranks()) {
+    sim::StageCost s;
+    s.fwd_s = rc.time.fwd;
+    s.bwd_s = rc.time.bwd;
+    s.compute_s = rc.time.compute;
+    // ZeRO-3's per-micro-batch exposure is charged after the flush, as the closed form does.
+    s.dp_s = rc.dp_overlapped ? rc.dp : rc.dp_exposed;
+    s.dp_overlaps_last_backward = rc.dp_overlapped;
+    s.optimizer_s = rc.optimizer;
+    pc.stages.push_back(s);
+  }
+  return pc;
+}
+
+StatusOr<StepBreakdown> Evaluator::Run() const {
+  StepBreakdown out;
+  const int64_t micro = p_.MicroBatches();
+  RankTime slow;
+  double dp_exposed = 0, optimizer = 0, slots = 0;
+  for (const RankCost& rc : Ranks()) {
+    slots += rc.time.Slot();
+    if (rc.time.Slot() > slow.Slot()) slow = rc.time;
+    dp_exposed = std::max(dp_exposed, rc.dp_exposed);
+    optimizer = std::max(optimizer, rc.optimizer);
   }
 
   const double pm = static_cast<double>(p_.pp) - 1;
   const double mb = static_cast<double>(micro);
   double bubble = 0;
   switch (p_.schedule) {
-    case Schedule::kOneFOneB: bubble = pm * slow.Slot(); break;
-    case Schedule::kInterleaved: bubble = pm * slow.Slot() / p_.vpp; break;
+    // Fill and drain pass every rank once: the critical path is one slot of
+    // each rank plus m - 1 of the slowest (= (m + p - 1) slots when ranks are equal).
+    case Schedule::kOneFOneB: bubble = slots - slow.Slot(); break;
+    case Schedule::kInterleaved: bubble = (slots - slow.Slot()) / p_.vpp; break;
     case Schedule::kZeroBubble: bubble = pm * std::max(0.0, slow.Slot() - 2 * slow.wgrad); break;
   }
   out.bubble = bubble;
@@ -277,6 +324,16 @@ StatusOr<StepBreakdown> EvaluatePlan(const ModelSpec& m, const sim::ClusterSpec&
     return InvalidArgument("cluster '{}': offload needs the device's ddr_link_gbyte_s", c.name);
   }
   return Evaluator(m, c, p, eff).Run();
+}
+
+StatusOr<sim::PipelineCost> PricePipeline(const ModelSpec& m, const sim::ClusterSpec& c, const ParallelPlan& p,
+                                          const Efficiency& eff) {
+  TESSERA_RETURN_IF_ERROR(EvaluatePlan(m, c, p, eff).status());
+  if (p.schedule == Schedule::kZeroBubble) {
+    return InvalidArgument("plan [{}]: the pipeline replay has no zero-bubble schedule (1f1b or interleaved)",
+                           p.ToString());
+  }
+  return Evaluator(m, c, p, eff).Pipeline();
 }
 
 }  // namespace tessera::plan

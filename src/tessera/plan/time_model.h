@@ -12,8 +12,10 @@
 //    critical path (Megatron without comm overlap); the dp gradient
 //    reduction overlaps the last micro-batch's backward when
 //    overlap_grad_reduce, else it is exposed;
-//  - pipeline: 1F1B (m + p - 1) slots of the slowest rank; interleaved
-//    m + (p-1)/v; ZB-H1 bubble (p-1)(t_f + t_b - 2 t_w);
+//  - pipeline: 1F1B m - 1 slots of the slowest rank + one slot of every
+//    rank (fill and drain; (m + p - 1) slots when ranks are equal);
+//    interleaved: the fill/drain part divided by v; ZB-H1 bubble
+//    (p-1)(t_f + t_b - 2 t_w);
 //  - optimizer step: memory-bound Adam over the local shard (host link
 //    transfers when offloaded).
 // Pure functions of their arguments; thread-safe.
@@ -25,6 +27,7 @@
 #include "tessera/plan/model_spec.h"
 #include "tessera/plan/parallel_plan.h"
 #include "tessera/sim/cluster_spec.h"
+#include "tessera/sim/pipeline_replay.h"
 
 namespace tessera::plan {
 
@@ -67,5 +70,13 @@ struct StepBreakdown {
 // Devices() <= TotalDevices()); errors say which.
 StatusOr<StepBreakdown> EvaluatePlan(const ModelSpec& m, const sim::ClusterSpec& c, const ParallelPlan& p,
                                      const Efficiency& eff = Efficiency());
+
+// The same plan priced per pipeline rank (the durations EvaluatePlan's closed
+// form is built from) for sim::ReplayPipeline, which schedules the tasks
+// instead of using the bubble formula; `tessera sim step` runs this. The two
+// agree within 1 % on Narayanan et al.'s Table 1 plans (sim_agreement_test).
+// Zero-bubble plans are refused.
+StatusOr<sim::PipelineCost> PricePipeline(const ModelSpec& m, const sim::ClusterSpec& c, const ParallelPlan& p,
+                                          const Efficiency& eff = Efficiency());
 
 }  // namespace tessera::plan

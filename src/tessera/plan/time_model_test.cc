@@ -19,9 +19,11 @@ TEST(TimeModelTest, PipelineBubbles) {
   p.recompute = Recompute::kSelective;
   auto one = EvaluatePlan(m, a100, p);
   ASSERT_TRUE(one.ok()) << one.status().ToString();
-  // Ranks differ slightly (embedding, logits), so the bubble is close to, not exactly, 7/39.
+  // Ranks differ slightly (the last one also runs the logits): fill and drain
+  // cost one slot of each rank, a little less than 7 slots of the slowest.
   const double pipe = one->step_time - one->dp_comm - one->optimizer;
-  EXPECT_NEAR(one->bubble / pipe, 7.0 / 39.0, 0.002);
+  EXPECT_LT(one->bubble / pipe, 7.0 / 39.0);
+  EXPECT_GT(one->bubble / pipe, 0.95 * 7.0 / 39.0);
   p.vpp = 2;
   p.schedule = Schedule::kInterleaved;
   auto two = EvaluatePlan(m, a100, p);

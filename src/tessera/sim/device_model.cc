@@ -57,4 +57,38 @@ DvfsResult SimulateDvfs(const DeviceSpec& d, double utilization, double duration
   return r;
 }
 
+StatusOr<StepDvfs> SteadyStateStep(const DeviceSpec& d, double step_s, double compute_s, int64_t devices,
+                                   const DvfsParams& p) {
+  if (!(step_s > 0) || compute_s < 0 || compute_s > step_s * (1 + 1e-9) || devices < 1) {
+    return InvalidArgument("dvfs: step {} s with {} s of compute on {} devices", step_s, compute_s, devices);
+  }
+  if (!(d.tdp_w > d.idle_w) || d.idle_w < 0) {
+    return InvalidArgument("device '{}': DVFS needs tdp_w > idle_w >= 0 (got {} W, {} W)", d.name, d.tdp_w, d.idle_w);
+  }
+  compute_s = std::min(compute_s, step_s);
+  const double warm = 10 * p.tau_s, window = std::max(5 * p.tau_s, 20 * p.interval_s);
+  StepDvfs out;
+  out.nominal_step_s = step_s;
+  out.compute_s = compute_s;
+  double clock = 1;
+  for (int iter = 0; iter < 8; ++iter) {
+    const double stretched = step_s - compute_s + compute_s / clock;
+    const double util = compute_s / clock / stretched;  // busy fraction of the wall time
+    // The first `warm` seconds of both runs are identical: their difference is the window.
+    const DvfsResult a = SimulateDvfs(d, util, warm, p), b = SimulateDvfs(d, util, warm + window, p);
+    const double mean = (b.mean_clock * (warm + window) - a.mean_clock * warm) / window;
+    out.utilization = util;
+    out.mean_clock = mean;
+    out.temp_c = b.max_temp_c;
+    out.throttled_fraction = (b.throttled_fraction * (warm + window) - a.throttled_fraction * warm) / window;
+    out.power_w = (b.energy_j - a.energy_j) / window;
+    if (std::abs(mean - clock) < 1e-4) break;
+    clock = mean;
+  }
+  out.step_s = step_s - compute_s + compute_s / out.mean_clock;
+  out.energy_per_device_j = out.power_w * out.step_s;
+  out.energy_total_j = out.energy_per_device_j * static_cast<double>(devices);
+  return out;
+}
+
 }  // namespace tessera::sim

@@ -10,8 +10,17 @@
 // P = idle + (tdp - idle) * utilization * clock^3 (dynamic power ~ f V^2,
 // V ~ f). The governor lowers the clock by `step` when T passes
 // limit - margin and raises it when T falls below limit - 2 margin.
+// Training steps (SteadyStateStep): the device repeats one step long enough
+// (10 tau) to reach its steady temperature, then the clock, temperature and
+// energy are averaged over a window; the compute-bound part of the step
+// stretches by 1 / mean clock, which lowers the busy fraction it runs at, so
+// the two are iterated to a fixed point. Energy per step = mean power x
+// throttled step time.
 #pragma once
 
+#include <cstdint>
+
+#include "tessera/base/status.h"
 #include "tessera/sim/cluster_spec.h"
 
 namespace tessera::sim {
@@ -54,5 +63,24 @@ struct DvfsResult {
 // Runs the device at `utilization` (0..1 of its compute) for `duration_s`
 // starting at ambient temperature.
 DvfsResult SimulateDvfs(const DeviceSpec& device, double utilization, double duration_s, const DvfsParams& p = {});
+
+// One training step repeated at steady state under the device's thermal limit.
+struct StepDvfs {
+  double nominal_step_s = 0;   // at clock 1
+  double compute_s = 0;        // compute-bound part at clock 1
+  double step_s = 0;           // throttled: nominal - compute + compute / mean_clock
+  double mean_clock = 1;       // steady-state time average (1 = nominal)
+  double utilization = 0;      // busy fraction of the throttled step (at the mean clock)
+  double temp_c = 0;           // steady-state maximum temperature over the window
+  double throttled_fraction = 0;
+  double power_w = 0;          // mean per device
+  double energy_per_device_j = 0;  // per step
+  double energy_total_j = 0;       // per step, all devices
+};
+
+// `compute_s` of the nominal `step_s` is compute-bound (0 <= compute_s <=
+// step_s); `devices` identical devices. Needs tdp_w > idle_w >= 0.
+StatusOr<StepDvfs> SteadyStateStep(const DeviceSpec& device, double step_s, double compute_s, int64_t devices,
+                                   const DvfsParams& p = {});
 
 }  // namespace tessera::sim

@@ -49,5 +49,42 @@ TEST(DeviceModelTest, DvfsThrottlesPastTheThermalLimitAndAccountsEnergy) {
   EXPECT_NEAR(idle.energy_j, d.idle_w * 10, 1e-9);
 }
 
+// A training step at steady state: under the preset's limit (85 C; the A100
+// settles near 30 + 0.12 x 370 W) nothing throttles; a hot device under a
+// low limit slows its clock, its compute-bound part stretches by 1 / clock
+// (the memory-bound rest does not), and the energy per step is the mean
+// power times the throttled step.
+TEST(DeviceModelTest, SteadyStateStepThrottlesAHotDeviceUnderALowLimit) {
+  ClusterSpec c = testing::LoadPreset("a100-dgx");
+  auto cool = SteadyStateStep(c.device, 10.0, 8.0, 512);
+  ASSERT_TRUE(cool.ok()) << cool.status().ToString();
+  EXPECT_DOUBLE_EQ(cool->mean_clock, 1.0);
+  EXPECT_DOUBLE_EQ(cool->step_s, 10.0);
+  EXPECT_NEAR(cool->power_w, c.device.idle_w + (c.device.tdp_w - c.device.idle_w) * 0.8, 1e-6);
+  EXPECT_NEAR(cool->energy_per_device_j, cool->power_w * 10.0, 1e-6);
+  EXPECT_NEAR(cool->energy_total_j, 512 * cool->energy_per_device_j, 1e-3);
+
+  DeviceSpec hot = c.device;
+  hot.thermal_limit_c = 60;  // steady state at full power would be 78 C
+  auto slow = SteadyStateStep(hot, 10.0, 8.0, 512);
+  ASSERT_TRUE(slow.ok());
+  EXPECT_LT(slow->mean_clock, 0.95);
+  EXPECT_GT(slow->throttled_fraction, 0.5);
+  EXPECT_NEAR(slow->step_s, 2.0 + 8.0 / slow->mean_clock, 1e-9);
+  EXPECT_GT(slow->step_s, 10.0 * 1.04);
+  EXPECT_LT(slow->temp_c, hot.thermal_limit_c + 1);
+  EXPECT_LT(slow->power_w, cool->power_w);
+  EXPECT_NEAR(slow->energy_per_device_j, slow->power_w * slow->step_s, 1e-6);
+  // A memory-bound step (no compute) does not stretch.
+  auto mem = SteadyStateStep(hot, 10.0, 0.0, 1);
+  ASSERT_TRUE(mem.ok());
+  EXPECT_DOUBLE_EQ(mem->step_s, 10.0);
+  // Bad inputs are errors, not NaN.
+  EXPECT_FALSE(SteadyStateStep(hot, 10.0, 11.0, 1).ok());
+  EXPECT_FALSE(SteadyStateStep(hot, 0.0, 0.0, 1).ok());
+  hot.tdp_w = hot.idle_w;
+  EXPECT_FALSE(SteadyStateStep(hot, 10.0, 8.0, 1).ok());
+}
+
 }  // namespace
 }  // namespace tessera::sim

@@ -47,6 +47,8 @@ StatusOr<PlanSpec> ParsePlanSpec(const std::string& toml_text, const std::string
   TESSERA_ASSIGN_OR_RETURN(p.hidden, ReadCount(m, "hidden", -1));
   TESSERA_ASSIGN_OR_RETURN(p.seq, ReadCount(m, "seq", -1));
   TESSERA_ASSIGN_OR_RETURN(p.vocab, ReadCount(m, "vocab", -1));
+  TESSERA_ASSIGN_OR_RETURN(p.heads, ReadCount(m, "heads", std::max(1, p.hidden / 128)));
+  if (p.hidden % p.heads != 0) return m.Error("heads", fmt::format("{} do not divide hidden {}", p.heads, p.hidden));
   TESSERA_RETURN_IF_ERROR(m.Finish());
   TESSERA_ASSIGN_OR_RETURN(TomlTable par, t.Table("parallel"));
   TESSERA_ASSIGN_OR_RETURN(p.dp, ReadCount(par, "dp", 1));
@@ -54,9 +56,23 @@ StatusOr<PlanSpec> ParsePlanSpec(const std::string& toml_text, const std::string
   TESSERA_ASSIGN_OR_RETURN(p.pp, ReadCount(par, "pp", 1));
   TESSERA_ASSIGN_OR_RETURN(p.micro_batch, ReadCount(par, "micro_batch", 1));
   TESSERA_ASSIGN_OR_RETURN(p.global_batch, ReadCount(par, "global_batch", -1));
-  TESSERA_ASSIGN_OR_RETURN(std::string schedule, par.String("schedule", "1f1b"));
-  if (schedule != "1f1b" && schedule != "gpipe") return par.Error("schedule", "must be 1f1b or gpipe");
-  p.one_f_one_b = schedule == "1f1b";
+  TESSERA_ASSIGN_OR_RETURN(p.vpp, ReadCount(par, "vpp", 1));
+  TESSERA_ASSIGN_OR_RETURN(std::string schedule, par.String("schedule", p.vpp > 1 ? "interleaved" : "1f1b"));
+  if (schedule != "1f1b" && schedule != "gpipe" && schedule != "interleaved") {
+    return par.Error("schedule", "must be 1f1b, gpipe or interleaved");
+  }
+  if ((schedule == "interleaved") != (p.vpp > 1)) return par.Error("schedule", "interleaved needs vpp > 1 and vice versa");
+  p.one_f_one_b = schedule != "gpipe";
+  TESSERA_ASSIGN_OR_RETURN(p.recompute, par.String("recompute", "none"));
+  if (p.recompute != "none" && p.recompute != "selective" && p.recompute != "full") {
+    return par.Error("recompute", "must be none, selective or full");
+  }
+  TESSERA_ASSIGN_OR_RETURN(int64_t zero, par.Integer("zero", 0));
+  if (zero < 0 || zero > 3) return par.Error("zero", fmt::format("must be 0..3, got {}", zero));
+  p.zero = static_cast<int>(zero);
+  TESSERA_ASSIGN_OR_RETURN(p.sequence_parallel, par.Bool("sequence_parallel", false));
+  TESSERA_ASSIGN_OR_RETURN(p.flash_attention, par.Bool("flash_attention", false));
+  TESSERA_ASSIGN_OR_RETURN(p.overlap_grad_reduce, par.Bool("overlap_grad_reduce", false));
   TESSERA_ASSIGN_OR_RETURN(std::string precision, par.String("precision", "bf16"));
   if (precision == "bf16") {
     p.precision = Precision::kBf16;
@@ -74,6 +90,7 @@ StatusOr<PlanSpec> ParsePlanSpec(const std::string& toml_text, const std::string
   if (p.layers % p.pp != 0) return par.Error("pp", fmt::format("{} layers do not split into {} stages", p.layers, p.pp));
   TESSERA_RETURN_IF_ERROR(par.Finish());
   if (t.Has("efficiency")) {
+    p.custom_efficiency = true;
     TESSERA_ASSIGN_OR_RETURN(TomlTable e, t.Table("efficiency"));
     TESSERA_ASSIGN_OR_RETURN(p.efficiency.max_efficiency, e.Number("max", p.efficiency.max_efficiency));
     TESSERA_ASSIGN_OR_RETURN(p.efficiency.half_work_flops, e.Number("half_work_gflop", 2.0));
@@ -99,6 +116,12 @@ namespace step_detail {
 
 Status CheckPlanFits(const ClusterSpec& c, const PlanSpec& p) {
   const int d = c.supernode.devices;
+  if (p.vpp > 1 || p.recompute != "none" || p.zero > 0 || p.sequence_parallel || p.flash_attention ||
+      p.overlap_grad_reduce) {
+    return InvalidArgument("this replay prices plain plans only (vpp 1, no recompute, ZeRO 0, no SP, flash attention "
+                           "or overlapped reduction); the planner-priced replay (`tessera sim step` without --flows) "
+                           "prices them all");
+  }
   if (p.Devices() > c.TotalDevices()) {
     return InvalidArgument("plan needs {} devices (dp {} x tp {} x pp {}); cluster {} has {}", p.Devices(), p.dp, p.tp,
                            p.pp, c.name, c.TotalDevices());

@@ -34,6 +34,14 @@ struct PlanSpec {
   bool one_f_one_b = true;  // false: GPipe
   Precision precision = Precision::kBf16;
   EfficiencyCurve efficiency;
+  bool custom_efficiency = false;  // the file has [efficiency] (used by the flow replay only)
+  // Priced by the planner's cost model only (`tessera sim step` closed form,
+  // plan::PricePipeline); the flow replay refuses plans that set them.
+  int heads = 0;       // [model] heads; 0: hidden / 128
+  int vpp = 1;         // [parallel] vpp > 1: interleaved schedule (schedule = "interleaved")
+  std::string recompute = "none";  // none | selective | full
+  int zero = 0;
+  bool sequence_parallel = false, flash_attention = false, overlap_grad_reduce = false;
 
   int MicroBatches() const { return global_batch / (dp * micro_batch); }
   int Devices() const { return dp * tp * pp; }

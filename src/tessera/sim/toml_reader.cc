@@ -123,6 +123,15 @@ StatusOr<std::string> TomlTable::String(const std::string& key, const std::strin
   return Optional(key, fallback, [&] { return String(key); });
 }
 
+StatusOr<bool> TomlTable::Bool(const std::string& key, bool fallback) const {
+  return Optional(key, fallback, [&]() -> StatusOr<bool> {
+    const toml::node* n = Find(key);
+    auto b = n->value_exact<bool>();
+    if (!b) return InvalidArgument("{}: {}: expected true or false, got {}", Where(n), Full(key), TypeName(*n));
+    return *b;
+  });
+}
+
 StatusOr<TomlTable> TomlTable::Table(const std::string& key) const {
   const toml::node* n = Find(key);
   if (n == nullptr) return InvalidArgument("{}: missing required table [{}]", Where(nullptr), Full(key));

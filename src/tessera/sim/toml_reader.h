@@ -33,6 +33,7 @@ class TomlTable {
   StatusOr<int64_t> Integer(const std::string& key, int64_t fallback) const;
   StatusOr<std::string> String(const std::string& key) const;         // required
   StatusOr<std::string> String(const std::string& key, const std::string& fallback) const;
+  StatusOr<bool> Bool(const std::string& key, bool fallback) const;
   StatusOr<TomlTable> Table(const std::string& key) const;            // required sub-table
 
   // An error located at `key` (or at the table when the key is absent).
