@@ -40,15 +40,30 @@ StatusOr<HostCalibration> ReadHost(const TomlTable& t) {
   h.optimizer_per_param_s *= 1e-9;
   TESSERA_ASSIGN_OR_RETURN(h.context_factor, t.Number("context_factor", 1.0));
   if (!(h.context_factor > 0)) return t.Error("context_factor", "must be > 0");
-  TESSERA_ASSIGN_OR_RETURN(h.meeting_s, t.Number("meeting_us", 0.0));
-  if (!(h.meeting_s >= 0)) return t.Error("meeting_us", "must be >= 0");
+  TESSERA_ASSIGN_OR_RETURN(h.linear.fixed_s, t.Number("linear_fixed_us"));
   TESSERA_ASSIGN_OR_RETURN(h.linear.max_efficiency, t.Number("linear_max_efficiency"));
-  TESSERA_ASSIGN_OR_RETURN(h.linear.half_work_flops, t.Number("linear_half_work_mflop"));
-  TESSERA_ASSIGN_OR_RETURN(h.linear_rms_rel_error, t.Number("linear_rms_rel_error", 0.0));
-  if (h.linear.max_efficiency <= 0 || h.linear.half_work_flops < 0) {
-    return t.Error("linear_max_efficiency", "linear curve needs max efficiency > 0 and half work >= 0");
+  TESSERA_ASSIGN_OR_RETURN(h.linear.half_m, t.Number("linear_half_m"));
+  TESSERA_ASSIGN_OR_RETURN(h.linear.half_n, t.Number("linear_half_n"));
+  TESSERA_ASSIGN_OR_RETURN(h.linear.half_k, t.Number("linear_half_k"));
+  TESSERA_ASSIGN_OR_RETURN(h.linear.rms_rel_error, t.Number("linear_rms_rel_error", 0.0));
+  if (!(h.linear.max_efficiency > 0) || h.linear.fixed_s < 0 || h.linear.half_m < 0 || h.linear.half_n < 0 ||
+      h.linear.half_k < 0) {
+    return t.Error("linear_max_efficiency", "linear cost needs max efficiency > 0 and fixed, half dimensions >= 0");
   }
-  h.linear.half_work_flops *= 1e6;
+  h.linear.fixed_s *= kMicro;
+  TESSERA_ASSIGN_OR_RETURN(h.attention.fixed_s, t.Number("attention_fixed_us"));
+  TESSERA_ASSIGN_OR_RETURN(h.attention.per_element_s, t.Number("attention_per_element_ns"));
+  TESSERA_ASSIGN_OR_RETURN(h.attention.per_score_dim_s, t.Number("attention_per_score_dim_ps"));
+  TESSERA_ASSIGN_OR_RETURN(h.attention.per_score_s, t.Number("attention_per_score_ns"));
+  TESSERA_ASSIGN_OR_RETURN(h.attention.rms_rel_error, t.Number("attention_rms_rel_error", 0.0));
+  if (h.attention.fixed_s < 0 || h.attention.per_element_s < 0 || h.attention.per_score_dim_s < 0 ||
+      h.attention.per_score_s < 0) {
+    return t.Error("attention_fixed_us", "attention costs must be >= 0");
+  }
+  h.attention.fixed_s *= kMicro;
+  h.attention.per_element_s *= 1e-9;
+  h.attention.per_score_dim_s *= 1e-12;
+  h.attention.per_score_s *= 1e-9;
   for (int i = 0; i < kOpKinds; ++i) {
     const std::string name = OpKindName(static_cast<OpKind>(i));
     TESSERA_ASSIGN_OR_RETURN(h.ops[i].fixed_s, t.Number(name + "_fixed_us"));
@@ -72,17 +87,23 @@ StatusOr<HostCalibration> ReadHost(const TomlTable& t) {
   h.kernel_overhead_s *= kMicro;
   h.elementwise_bytes_per_s *= kGiga;
   h.autograd_op_s *= kMicro;
-  h.meeting_s *= kMicro;
   return h;
 }
 
 std::string HostToml(const char* table, const HostCalibration& h) {
   std::string ops = fmt::format(
-      "optimizer_per_tensor_us = {:.4f}\noptimizer_per_param_ns = {:.5f}\ncontext_factor = {:.4f}\nmeeting_us = {:.3f}\n",
-      h.optimizer_per_tensor_s / kMicro, h.optimizer_per_param_s * 1e9, h.context_factor, h.meeting_s / kMicro);
-  ops += fmt::format("linear_max_efficiency = {:.4f}\nlinear_half_work_mflop = {:.4f}\n"
-                                "linear_rms_rel_error = {:.4f}\n",
-                                h.linear.max_efficiency, h.linear.half_work_flops / 1e6, h.linear_rms_rel_error);
+      "optimizer_per_tensor_us = {:.4f}\noptimizer_per_param_ns = {:.5f}\ncontext_factor = {:.4f}\n",
+      h.optimizer_per_tensor_s / kMicro, h.optimizer_per_param_s * 1e9, h.context_factor);
+  ops += fmt::format(
+      "linear_fixed_us = {:.4f}\nlinear_max_efficiency = {:.4f}\nlinear_half_m = {}\nlinear_half_n = {}\n"
+      "linear_half_k = {}\nlinear_rms_rel_error = {:.4f}\n",
+      h.linear.fixed_s / kMicro, h.linear.max_efficiency, h.linear.half_m, h.linear.half_n, h.linear.half_k,
+      h.linear.rms_rel_error);
+  ops += fmt::format(
+      "attention_fixed_us = {:.4f}\nattention_per_element_ns = {:.6f}\nattention_per_score_dim_ps = {:.6f}\n"
+      "attention_per_score_ns = {:.6f}\nattention_rms_rel_error = {:.4f}\n",
+      h.attention.fixed_s / kMicro, h.attention.per_element_s * 1e9, h.attention.per_score_dim_s * 1e12,
+      h.attention.per_score_s * 1e9, h.attention.rms_rel_error);
   for (int i = 0; i < kOpKinds; ++i) {
     const char* name = OpKindName(static_cast<OpKind>(i));
     ops += fmt::format("{}_fixed_us = {:.4f}\n{}_per_unit_ns = {:.6f}\n{}_points = \"{}\"\n", name,
@@ -140,8 +161,8 @@ StatusOr<std::vector<std::pair<double, double>>> OpLine::ParsePoints(const std::
 }
 
 const char* OpKindName(OpKind kind) {
-  static constexpr const char* kNames[kOpKinds] = {"attention",     "norm",    "pointwise", "activation", "rope",
-                                                   "copy",          "cross_entropy", "softmax", "rows"};
+  static constexpr const char* kNames[kOpKinds] = {"norm", "pointwise",     "activation", "rope",
+                                                   "copy", "cross_entropy", "softmax",    "rows"};
   const int i = static_cast<int>(kind);
   TESSERA_CHECK(i >= 0 && i < kOpKinds, "bad OpKind {}", i);
   return kNames[i];
@@ -252,64 +273,63 @@ StatusOr<std::vector<TransferSample>> ParseNcclTestsOutput(const std::string& te
   return rows;
 }
 
-HostCalibration MachineCalibration::PerRank(int ranks) const {
-  if (ranks <= 1) return all;
-  HostCalibration h = one;
-  const double share = std::max(1.0, static_cast<double>(ranks) / std::max(1, cores));
-  h.peak_flops /= share;
-  h.triad_bytes_per_s /= share;
-  h.elementwise_bytes_per_s /= share;
-  h.kernel_overhead_s *= share;
-  h.autograd_op_s *= share;
-  h.meeting_s *= share;
-  h.optimizer_per_tensor_s *= share;
-  h.optimizer_per_param_s *= share;
-  h.linear.max_efficiency /= share;
-  for (OpLine& o : h.ops) {
-    o.fixed_s *= share;
-    o.per_unit_s *= share;
-    for (auto& point : o.points) point.second *= share;
-  }
-  return h;
+double MachineCalibration::MeetingSeconds(int ranks) const {
+  if (ranks <= 1 || meeting.points.empty()) return 0;
+  return std::max(0.0, meeting.At(ranks));
 }
 
 std::string MachineClusterToml(const MachineCalibration& c, int ranks) {
   ranks = std::max(1, ranks);
-  const HostCalibration h = c.PerRank(ranks);
-  const double ddr_gb = 16;  // host memory is the device memory here; no separate tier is modelled
+  const HostCalibration& h = c.PerRank(ranks);
+  // Ranks that outnumber the cores get a time share of them.
+  const double share = ranks <= 1 ? 1.0 : std::min(1.0, static_cast<double>(c.cores) / ranks);
+  const double bf16 = c.bf16_peak_flops * (ranks <= 1 ? 1.0 : share / std::max(1, c.cores));
+  const double memory_gb = c.host_memory_bytes / kGiga;
+  // Not measurable here (no RAPL powercap interface in this VM): per-core
+  // power of server CPUs, 2-20 W per core in AMD EPYC 9004/9005 and Intel
+  // Xeon 6 datasheets (TDP / cores); idle ~30 % of TDP.
+  constexpr double kWattsPerCore = 10, kIdleFraction = 0.3;
+  const double tdp = kWattsPerCore * c.cores / ranks;
   std::string s = fmt::format(
       "# This machine as a cluster, written by `tessera sim calibrate` ({:.1f} s of measurements).\n"
-      "# {} ranks share {} cores of a {}: each device is one rank with {} kernel thread(s);\n"
-      "# peak = measured fp32 FMA peak of those threads, \"HBM\" bandwidth = STREAM triad share,\n"
-      "# the fabric is the all-reduce link fitted from {} ({} ranks):\n"
-      "# alpha {:.3f} us per step, beta {:.2f} GB/s (rms relative error {:.3f}).\n"
-      "# GEMM curves and per-op overheads: the companion .twin.toml.\n",
+      "# {} ranks share {} cores of a {}: each device is one rank with {} kernel thread(s).\n"
+      "# Measured here: peak_tflops_fp32 / _bf16 (FMA / VDPBF16PS peaks of those threads, a core share\n"
+      "# when ranks outnumber cores), hbm_gbyte_s (STREAM triad share), hbm_gb (MemTotal / ranks), the\n"
+      "# fabric (all-reduce link fitted from {}, {} ranks: alpha {:.3f} us per step, beta {:.2f} GB/s,\n"
+      "# rms relative error {:.3f}).\n"
+      "# Assumed (not measurable here), with sources: tdp_w = {} W per core (server CPU datasheets:\n"
+      "# AMD EPYC 9004/9005 and Intel Xeon 6 list 2-20 W per core), idle_w = {:.0f} % of it; the thermal\n"
+      "# fields are generic air-cooled values; mtbf_hours = 50,000 per device from Meta's Llama 3 report\n"
+      "# (arXiv 2407.21783, 419 unexpected interruptions in 54 days on 16,384 GPUs: 16384 x 54 x 24 / 419).\n"
+      "# GEMM curves and per-op costs: the companion .twin.toml.\n",
       c.measure_seconds, ranks, c.cores, c.cpu, h.threads, c.link_source, c.link_ranks, c.link.alpha_s / kMicro,
-      c.link.beta_bytes_per_s / kGiga, c.link.rms_rel_error);
+      c.link.beta_bytes_per_s / kGiga, c.link.rms_rel_error, kWattsPerCore, 100 * kIdleFraction);
   s += fmt::format("name = \"this-machine\"\ndescription = \"{} ranks sharing {} cores ({})\"\nsupernodes = 1\n\n",
                    ranks, c.cores, c.cpu);
   s += fmt::format(
       "[device]\nname = \"cpu-rank\"\npeak_tflops_fp32 = {:.6f}\npeak_tflops_bf16 = {:.6f}\npeak_tflops_fp8 = 0\n"
-      "hbm_gb = {:.3f}\nhbm_gbyte_s = {:.3f}\nddr_link_gbyte_s = 0\ntdp_w = {:.1f}\nidle_w = {:.1f}\n"
+      "hbm_gb = {:.3f}\nhbm_gbyte_s = {:.3f}\nddr_link_gbyte_s = 0\ntdp_w = {:.2f}\nidle_w = {:.2f}\n"
       "thermal_limit_c = 95\nambient_c = 25\nthermal_resistance_c_per_w = 0.5\nmtbf_hours = 50000\n\n",
-      h.peak_flops / kTera, h.peak_flops / kTera, ddr_gb / ranks, h.triad_bytes_per_s / kGiga, 60.0 / ranks,
-      10.0 / ranks);
+      h.peak_flops * share / kTera, (bf16 > 0 ? bf16 : h.peak_flops * share) / kTera, memory_gb / ranks,
+      h.triad_bytes_per_s * share / kGiga, tdp, kIdleFraction * tdp);
+  // No host memory tier beside the "device" memory (it is the same DRAM).
   s += fmt::format(
-      "[supernode]\ndevices = {}\nddr_gb = {:.0f}\n\n[supernode.fabric]\nkind = \"switch\"\nendpoint_ports = 1\n"
+      "[supernode]\ndevices = {}\nddr_gb = 0\n\n[supernode.fabric]\nkind = \"switch\"\nendpoint_ports = 1\n"
       "port_gbyte_s = {:.4f}\nlink_latency_us = 0\nswitch_latency_us = 0\nendpoint_latency_us = {:.4f}\n",
-      ranks, ddr_gb, c.link.beta_bytes_per_s / kGiga, c.link.alpha_s / kMicro);
+      ranks, c.link.beta_bytes_per_s / kGiga, c.link.alpha_s / kMicro);
   return s;
 }
 
 std::string TwinToml(const MachineCalibration& c) {
   std::string s = fmt::format(
       "# Twin constants of this machine, written by `tessera sim calibrate` (docs/twin.md).\n"
-      "cpu = \"{}\"\ncores = {}\nmeasure_seconds = {:.2f}\n\n",
-      c.cpu, c.cores, c.measure_seconds);
+      "cpu = \"{}\"\ncores = {}\nmeasure_seconds = {:.2f}\nhost_memory_gb = {:.3f}\nbf16_peak_gflops = {:.2f}\n\n",
+      c.cpu, c.cores, c.measure_seconds, c.host_memory_bytes / kGiga, c.bf16_peak_flops / kGiga);
   s += HostToml("all", c.all) + "\n" + HostToml("one", c.one) + "\n";
   s += fmt::format("[link]\nranks = {}\nsource = \"{}\"\nalpha_us = {:.4f}\nbeta_gbyte_s = {:.4f}\nrms_rel_error = {:.4f}\n",
                    c.link_ranks, c.link_source, c.link.alpha_s / kMicro, c.link.beta_bytes_per_s / kGiga,
                    c.link.rms_rel_error);
+  s += fmt::format("\n[meeting]\npoints = \"{}\"  # ranks:microseconds per meeting\n", c.meeting.PointsText());
   return s;
 }
 
@@ -322,6 +342,13 @@ StatusOr<MachineCalibration> ParseTwinToml(const std::string& text, const std::s
   if (cores < 1) return t.Error("cores", "must be >= 1");
   c.cores = static_cast<int>(cores);
   TESSERA_ASSIGN_OR_RETURN(c.measure_seconds, t.Number("measure_seconds", 0.0));
+  TESSERA_ASSIGN_OR_RETURN(c.host_memory_bytes, t.Number("host_memory_gb"));
+  TESSERA_ASSIGN_OR_RETURN(c.bf16_peak_flops, t.Number("bf16_peak_gflops"));
+  if (!(c.host_memory_bytes > 0) || !(c.bf16_peak_flops >= 0)) {
+    return t.Error("host_memory_gb", "host memory must be > 0 and the bf16 peak >= 0");
+  }
+  c.host_memory_bytes *= kGiga;
+  c.bf16_peak_flops *= kGiga;
   TESSERA_ASSIGN_OR_RETURN(TomlTable all, t.Table("all"));
   TESSERA_ASSIGN_OR_RETURN(c.all, ReadHost(all));
   TESSERA_ASSIGN_OR_RETURN(TomlTable one, t.Table("one"));
@@ -334,6 +361,12 @@ StatusOr<MachineCalibration> ParseTwinToml(const std::string& text, const std::s
   TESSERA_ASSIGN_OR_RETURN(c.link.beta_bytes_per_s, link.Number("beta_gbyte_s"));
   TESSERA_ASSIGN_OR_RETURN(c.link.rms_rel_error, link.Number("rms_rel_error", 0.0));
   TESSERA_RETURN_IF_ERROR(link.Finish());
+  TESSERA_ASSIGN_OR_RETURN(TomlTable meeting, t.Table("meeting"));
+  TESSERA_ASSIGN_OR_RETURN(std::string meeting_points, meeting.String("points"));
+  auto points = OpLine::ParsePoints(meeting_points);
+  if (!points.ok()) return meeting.Error("points", points.status().message());
+  c.meeting.points = *std::move(points);
+  TESSERA_RETURN_IF_ERROR(meeting.Finish());
   TESSERA_RETURN_IF_ERROR(t.Finish());
   if (c.link.alpha_s < 0 || !(c.link.beta_bytes_per_s > 0)) {
     return InvalidArgument("{}: link needs alpha_us >= 0 and beta_gbyte_s > 0", source);

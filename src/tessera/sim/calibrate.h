@@ -10,7 +10,15 @@
 //    bandwidth at activation sizes, which live in cache here).
 //  - Link: a ring all-reduce of S bytes over n ranks takes
 //    2(n-1) alpha + 2(n-1)/n S / beta (collective_cost.h), a line in S.
-//  - Autograd op kinds: t = fixed + per_unit x (forward + backward).
+//  - Linear layers (forward + backward, 3 GEMMs): t = fixed + 6 m n k /
+//    (peak e q(m) q(n) q(k)), q(d) = d / (d + half_d): the shape-aware
+//    efficiency of the planner's GEMM model, fitted over a sweep of shapes
+//    (FitLinearCost: a grid over the half dimensions, least squares for the
+//    rest).
+//  - Fused causal attention (forward + backward): t = fixed + a (B H T Dh)
+//    + b (B H T^2 Dh) + c (B H T^2), non-negative least squares.
+//  - Other autograd op kinds: measured points over a sweep of sizes,
+//    interpolated (OpLine), and a line t = fixed + per_unit x reported.
 //
 // Each host calibration is for one kernel thread count (all cores: one
 // process; 1 thread: one of several ranks sharing the cores).
@@ -77,11 +85,49 @@ StatusOr<LinkFit> FitAllReduceLink(const std::vector<TransferSample>& samples, i
 // out-of-place time (us). Errors when there is no row.
 StatusOr<std::vector<TransferSample>> ParseNcclTestsOutput(const std::string& text);
 
-// Autograd op kinds of Tessera's transformer, each timed forward + backward
-// (tape included) at several sizes and fitted to t = fixed + per_unit x,
-// x = fp32 elements of the op's main tensor, or FLOPs for attention.
+// Non-negative least squares of y ~ sum_j coef_j features[i][j] minimizing
+// the relative residuals ((fit - y) / y); at most 6 features, y > 0.
+// Features whose coefficient would be negative are dropped (set to 0).
+struct RelativeFit {
+  std::vector<double> coef;
+  double rms_rel_error = 0;
+};
+StatusOr<RelativeFit> FitNonNegativeRelative(const std::vector<std::vector<double>>& features,
+                                             const std::vector<double>& y);
+
+// Linear layer y[m, n] = x[m, k] W^T, forward and both backward GEMMs with
+// the tape: t = fixed + 6 m n k / (peak max_efficiency q(m) q(n) q(k)),
+// q(d) = d / (d + half_d).
+struct LinearCost {
+  double fixed_s = 0;
+  double max_efficiency = 0.5;
+  double half_m = 0, half_n = 0, half_k = 0;
+  double rms_rel_error = 0;
+  double Seconds(double m, double n, double k, double peak_flops) const;
+};
+struct LinearSample {
+  double m = 0, n = 0, k = 0, seconds = 0;
+};
+// Needs >= 4 samples; the half dimensions are searched over 0, 1, 2, 4 ... 1024.
+StatusOr<LinearCost> FitLinearCost(const std::vector<LinearSample>& samples, double peak_flops);
+
+// Fused causal attention over bh = batch x heads rows of t tokens, head
+// width dh, forward + backward: t = fixed + per_element (bh t dh)
+// + per_score_dim (bh t^2 dh) + per_score (bh t^2).
+struct AttentionCost {
+  double fixed_s = 0, per_element_s = 0, per_score_dim_s = 0, per_score_s = 0;
+  double rms_rel_error = 0;
+  double Seconds(double bh, double t, double dh) const;
+};
+struct AttentionSample {
+  double bh = 0, t = 0, dh = 0, seconds = 0;
+};
+StatusOr<AttentionCost> FitAttentionCost(const std::vector<AttentionSample>& samples);
+
+// Autograd op kinds of Tessera's transformer besides linear layers and
+// attention, each timed forward + backward (tape included) over a sweep of
+// sizes; x = fp32 elements of the op's main tensor.
 enum class OpKind {
-  kAttention,     // fused causal attention, x = 12 B H T^2 Dh (forward + backward FLOPs)
   kNorm,          // RMSNorm / LayerNorm over [rows, d]
   kPointwise,     // binary element-wise (residual add, gate multiply)
   kActivation,    // SwiGLU / GELU, x = output elements
@@ -91,7 +137,7 @@ enum class OpKind {
   kSoftmax,       // row softmax / top-k over small rows (router)
   kRows,          // GatherRows / ScatterAddRows / embedding lookup, x = row elements
 };
-inline constexpr int kOpKinds = 9;
+inline constexpr int kOpKinds = 8;
 const char* OpKindName(OpKind kind);
 
 // An op kind's cost: the measured points (x, seconds), interpolated
@@ -124,10 +170,8 @@ struct HostCalibration {
   // per parameter (0 = not measured: 28 bytes per parameter at triad rate).
   double optimizer_per_tensor_s = 0;
   double optimizer_per_param_s = 0;
-  // Linear layers forward + backward (3 GEMMs + tape), work = 6 m n k,
-  // against peak_flops.
-  EfficiencyCurve linear;
-  double linear_rms_rel_error = 0;
+  LinearCost linear;        // against peak_flops
+  AttentionCost attention;
   OpLine ops[kOpKinds];
   // Step context: measured / predicted forward + backward time of a probe
   // model's micro-batches inside real training steps (a small MoE GPT of
@@ -136,12 +180,6 @@ struct HostCalibration {
   // op timings above miss in a step: operands evicted by the rest of the
   // step, allocator churn, scheduling noise, neighbours (1 = nothing).
   double context_factor = 1;
-  // Seconds a 1-thread rank loses at each meeting with the other ranks
-  // inside a step (a tp all-reduce, ep all-to-all or pp send amid compute)
-  // beyond the transfer itself: skew, hand-off to the communication
-  // thread, wake-ups on busy cores (`tessera sim meeting-probe`; 0 for one
-  // process).
-  double meeting_s = 0;
   const OpLine& op(OpKind kind) const { return ops[static_cast<int>(kind)]; }
 };
 
@@ -150,15 +188,28 @@ struct MachineCalibration {
   int cores = 1;
   HostCalibration all;  // threads = cores (one process)
   HostCalibration one;  // 1 thread (one of several ranks)
+  // Seconds a rank loses at each meeting with the other ranks inside a step
+  // (a tp all-reduce, ep all-to-all or pp send amid compute) beyond the
+  // transfer itself — skew, hand-off to the communication thread, wake-ups
+  // on busy cores — by the job's rank count (`tessera sim meeting-probe` at
+  // several counts; x = ranks, y = seconds of wall time with every rank busy).
+  OpLine meeting;
   LinkFit link;         // intra-host all-reduce link between ranks
   int link_ranks = 2;   // ranks of the all-reduce measurement
   std::string link_source;  // how the link was measured
   double measure_seconds = 0;
 
-  // The host calibration of one rank when `ranks` ranks share the cores:
-  // all cores for 1 rank, else 1 thread each, slowed by ranks / cores
-  // (time-slicing) when there are more ranks than cores.
-  HostCalibration PerRank(int ranks) const;
+  // The host calibration of one rank of a `ranks`-rank job: all cores for 1
+  // rank, else 1 thread each (ranks that outnumber the cores share them:
+  // sim::ReplayPipeline's processor sharing, not a slower host).
+  const HostCalibration& PerRank(int ranks) const { return ranks <= 1 ? all : one; }
+  // Seconds per meeting of a `ranks`-rank job (0 for one rank).
+  double MeetingSeconds(int ranks) const;
+
+  // Assumptions the cluster spec needs that cannot be measured here, each
+  // with its source (MachineClusterToml writes them as comments).
+  double host_memory_bytes = 0;   // /proc/meminfo MemTotal
+  double bf16_peak_flops = 0;     // all cores (hal::MachinePeak)
 };
 
 // ClusterSpec TOML for `ranks` ranks (>= 1) sharing this machine.

@@ -54,6 +54,56 @@ std::vector<Item> Order(const PipelineCost& c, int stage) {
   return out;
 }
 
+// Runs the streams' tasks in issue order, each when its dependencies are
+// done, as a fluid processor-sharing schedule: while n tasks run, each
+// stands for `ranks_per_stage` ranks, and with `cores` > 0 they progress
+// at min(1, cores / (n ranks_per_stage)) (a work-conserving scheduler
+// sharing the cores among the runnable ranks; waiting ranks sleep). With
+// cores = 0 every task runs at rate 1 (a list schedule).
+Status Schedule(std::vector<Task>& tasks, const std::vector<std::vector<int>>& stream, double cores,
+                int ranks_per_stage) {
+  std::vector<size_t> head(stream.size(), 0);
+  std::vector<double> left(tasks.size());
+  for (size_t i = 0; i < tasks.size(); ++i) left[i] = tasks[i].duration;
+  std::vector<int> running;  // task ids
+  size_t done = 0;
+  double now = 0;
+  while (done < tasks.size()) {
+    // Start every task at the head of an idle stream whose dependencies are met.
+    for (size_t q = 0; q < stream.size(); ++q) {
+      if (head[q] >= stream[q].size()) continue;
+      const int id = stream[q][head[q]];
+      Task& t = tasks[id];
+      if (t.start >= 0) continue;  // running
+      bool ok = true;
+      for (int d : t.deps) ok = ok && tasks[d].end >= 0;
+      if (t.start_dep >= 0) ok = ok && tasks[t.start_dep].start >= 0;
+      if (!ok) continue;
+      t.start = now;
+      running.push_back(id);
+    }
+    if (running.empty()) return Internal("pipeline replay deadlocked with {} of {} tasks done", done, tasks.size());
+    const double demand = static_cast<double>(running.size()) * std::max(1, ranks_per_stage);
+    const double rate = cores > 0 ? std::min(1.0, cores / demand) : 1.0;
+    double step = 1e300;
+    for (int id : running) step = std::min(step, left[id] / rate);
+    now += step;
+    std::vector<int> still;
+    for (int id : running) {
+      left[id] -= step * rate;
+      if (left[id] <= 1e-12 * std::max(1.0, tasks[id].duration)) {
+        tasks[id].end = now;
+        ++head[static_cast<size_t>(tasks[id].stage) * 2 + (tasks[id].stream == 0 ? 0 : 1)];
+        ++done;
+      } else {
+        still.push_back(id);
+      }
+    }
+    running.swap(still);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<StepResult> ReplayPipeline(const PipelineCost& c) {
@@ -105,35 +155,7 @@ StatusOr<StepResult> ReplayPipeline(const PipelineCost& c) {
     comp.push_back(static_cast<int>(tasks.size()) - 1);
     if (s == 0) r.dp_comm_s = sc.dp_s;
   }
-  std::vector<size_t> head(stream.size(), 0);
-  std::vector<double> free_at(stream.size(), 0);
-  size_t done = 0;
-  while (done < tasks.size()) {
-    bool progress = false;
-    for (size_t q = 0; q < stream.size(); ++q) {
-      while (head[q] < stream[q].size()) {
-        Task& t = tasks[stream[q][head[q]]];
-        double ready = free_at[q];
-        bool ok = true;
-        for (int d : t.deps) {
-          if (tasks[d].end < 0) ok = false;
-          else ready = std::max(ready, tasks[d].end);
-        }
-        if (t.start_dep >= 0) {
-          if (tasks[t.start_dep].start < 0) ok = false;
-          else ready = std::max(ready, tasks[t.start_dep].start);
-        }
-        if (!ok) break;
-        t.start = ready;
-        t.end = ready + t.duration;
-        free_at[q] = t.end;
-        ++head[q];
-        ++done;
-        progress = true;
-      }
-    }
-    if (!progress) return Internal("pipeline replay deadlocked with {} of {} tasks done", done, tasks.size());
-  }
+  TESSERA_RETURN_IF_ERROR(Schedule(tasks, stream, c.cores, c.ranks_per_stage));
   double flush = 0;
   for (const Task& t : tasks) {
     r.step_time_s = std::max(r.step_time_s, t.end);

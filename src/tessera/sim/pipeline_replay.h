@@ -3,8 +3,9 @@
 // pipeline rank's streams, list-scheduled (each stream runs its tasks in
 // issue order, each when its dependencies are done). The durations come from
 // the caller (the planner's pricing, plan::PricePipeline, so `tessera sim
-// step` and `tessera plan evaluate` share one cost model); this file decides
-// only the order and what overlaps. Schedules: GPipe, 1F1B (warm-up p-1-s)
+// step` and `tessera plan evaluate` share one cost model, and the twin's
+// sim::PredictTrainStep); this file decides only the order, what overlaps
+// and, for ranks sharing cores, how fast each runs. Schedules: GPipe, 1F1B (warm-up p-1-s)
 // and Megatron's interleaved 1F1B (v chunks per rank, warm-up
 // 2(p-1-s) + (v-1)p, micro-batches in groups of p). Point-to-point transfers
 // are inside the tasks (Megatron's blocking send/recv), so a chunk's forward
@@ -36,6 +37,12 @@ struct PipelineCost {
   int micro_batches = 1;
   int vpp = 1;  // chunks per rank (interleaved only)
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+  // Ranks sharing a machine's cores (the twin: more ranks than cores): the
+  // cores (0 = every rank has its own) and how many ranks run each pipeline
+  // rank's tasks at once (its data- and tensor-parallel replicas). Running
+  // tasks progress at min(1, cores / (running tasks x ranks_per_stage)).
+  double cores = 0;
+  int ranks_per_stage = 1;
 };
 
 // Fails on an empty pipeline, m < 1, or an interleaved schedule whose m is

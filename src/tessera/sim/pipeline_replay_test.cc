@@ -60,5 +60,26 @@ TEST(PipelineReplayTest, UnequalStagesPayTheSlowestInTheSteadyState) {
   EXPECT_NEAR(r->step_time_s, (6 - 1) * 6.0 + (3.0 + 3.0 + 6.0) + 0.75, 1e-9);
 }
 
+// Ranks sharing cores: 4 stages x 2 replicas = 8 ranks on 2 cores. A
+// single stage with all 8 ranks busy runs at 2/8 speed; a pipeline's fill
+// and drain run fewer ranks at once, so it loses less than 4x; with as many
+// cores as ranks nothing changes.
+TEST(PipelineReplayTest, RanksSharingCoresSlowDownByTheRunnableCount) {
+  PipelineCost one = Uniform(1, 4, 1.0, 2.0);
+  one.ranks_per_stage = 8;
+  one.cores = 2;
+  EXPECT_NEAR(ReplayPipeline(one)->step_time_s, 4 * (4 * 3.0 + 0.5 + 0.25), 1e-9);
+  PipelineCost pipe = Uniform(4, 8, 1.0, 2.0);
+  const double alone = ReplayPipeline(pipe)->step_time_s;
+  pipe.ranks_per_stage = 2;
+  pipe.cores = 8;
+  EXPECT_NEAR(ReplayPipeline(pipe)->step_time_s, alone, 1e-9);
+  pipe.cores = 2;
+  const double shared = ReplayPipeline(pipe)->step_time_s;
+  // Total work 4 stages x 2 ranks x (8 x 3 + 0.75) over 2 cores bounds it below.
+  EXPECT_GE(shared, 4 * 2 * (8 * 3.0 + 0.75) / 2 - 1e-9);
+  EXPECT_LT(shared, 4 * alone);
+}
+
 }  // namespace
 }  // namespace tessera::sim

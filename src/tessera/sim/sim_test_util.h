@@ -62,7 +62,8 @@ inline HostCalibration SyntheticHost(int threads, double peak) {
   h.kernel_overhead_s = 0.3e-6;
   h.elementwise_bytes_per_s = 100e9 * threads;
   h.autograd_op_s = 1.5e-6;
-  h.linear = {0.6, 4e6};
+  h.linear = {2e-6, 0.6, 16, 8, 8, 0};
+  h.attention = {3e-6, 1e-9, 2e-11, 1e-10, 0};
   h.optimizer_per_tensor_s = 1e-6;
   h.optimizer_per_param_s = 2e-9;
   for (int i = 0; i < kOpKinds; ++i) h.ops[i] = {1e-6 * (i + 1), 0.5e-9, {{10, 2e-6 * (i + 1)}, {1e4, 9e-6 * (i + 1)}}};
@@ -77,7 +78,9 @@ inline MachineCalibration SyntheticMachine() {
   c.one = SyntheticHost(1, 220e9);
   c.all.context_factor = 1.3;
   c.one.context_factor = 1.2;
-  c.one.meeting_s = 40e-6;
+  c.meeting.points = {{2, 40e-6}, {4, 80e-6}, {8, 200e-6}};
+  c.host_memory_bytes = 16e9;
+  c.bf16_peak_flops = 800e9;
   c.link = {3e-6, 5e9, 0.1};
   c.link_source = "synthetic";
   return c;

@@ -4,160 +4,25 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "tessera/sim/collective_cost.h"
+#include "tessera/sim/pipeline_replay.h"
+#include "tessera/sim/twin_ops.h"
 
 namespace tessera::sim {
 namespace {
+
+using twin_detail::AddStage;
+using twin_detail::MoeLayers;
+using twin_detail::StageParams;
+using twin_detail::StageWork;
 
 // AdamW reads parameter, gradient and both moments and writes three of them.
 constexpr double kAdamBytesPerParam = 28;
 // Kernels per parameter tensor in a step: gradient-norm partial, clip
 // scale, AdamW update, gradient reset.
 constexpr double kOptimizerKernelsPerTensor = 4;
-
-// Forward + backward of one micro-batch on one pipeline stage of one rank,
-// priced with the fitted op lines.
-class StageWork {
- public:
-  explicit StageWork(const HostCalibration& h) : h_(&h) {}
-
-  // y[m, n] = x[m, k] W^T: forward and the two backward GEMMs (6 m n k).
-  void Linear(double m, double n, double k) {
-    if (m <= 0 || n <= 0 || k <= 0) return;
-    const double work = 6 * m * n * k;
-    ops += 1;
-    out_floats += m * n;
-    gemm_s += work / (h_->peak_flops * h_->linear.At(work));
-  }
-  // Fused causal attention over `batch` sequences of `seq` tokens, width `d`.
-  void Attention(double batch, double seq, double d, double heads) {
-    ops += 1;
-    out_floats += batch * seq * d + batch * heads * seq;  // output + log-sum-exp rows
-    const OpLine& l = h_->op(OpKind::kAttention);
-    gemm_s += l.At(12 * batch * seq * seq * d);
-    fixed_s += l.fixed_s;
-  }
-  // `outputs`: elements of the op's output (default: `elements`).
-  void Op(OpKind kind, double elements, double outputs = -1) {
-    ops += 1;
-    out_floats += outputs >= 0 ? outputs : elements;
-    const OpLine& l = h_->op(kind);
-    other_s += l.At(elements);
-    fixed_s += l.fixed_s;
-  }
-  double Seconds() const { return (gemm_s + other_s) * h_->context_factor; }
-
-  double gemm_s = 0;   // linear layers and attention
-  double other_s = 0;  // every other op
-  double fixed_s = 0;  // the per-op fixed part of the op lines (included above)
-  double ops = 0;
-  // Elements of all op outputs of one micro-batch: Tessera's tape keeps
-  // every recorded op's output (and the inputs it saves, themselves earlier
-  // outputs) until the micro-batch's backward.
-  double out_floats = 0;
-
- private:
-  const HostCalibration* h_;
-};
-
-struct StageParams {
-  double params = 0;
-  double tensors = 0;
-};
-
-void AddLayer(const TwinModel& m, const TwinRun& r, bool moe, double mb, StageWork& w, StageParams& p) {
-  const double tokens = mb * static_cast<double>(m.seq);
-  const double d = static_cast<double>(m.d_model);
-  const double d_local = d / r.tp;
-  // Attention: norm1, q/k/v projections and their head-major copies, rope on
-  // q and k, attention, the copy back, output projection, residual add.
-  w.Op(OpKind::kNorm, tokens * d);
-  for (int i = 0; i < 3; ++i) {
-    w.Linear(tokens, d_local, d);
-    w.Op(OpKind::kCopy, tokens * d_local);
-  }
-  if (m.rope) {
-    w.Op(OpKind::kRope, tokens * d_local);
-    w.Op(OpKind::kRope, tokens * d_local);
-  }
-  w.Attention(mb, static_cast<double>(m.seq), d_local, static_cast<double>(m.heads) / r.tp);
-  w.Op(OpKind::kCopy, tokens * d_local);
-  w.Linear(tokens, d, d_local);
-  w.Op(OpKind::kPointwise, tokens * d);
-  p.params += 2 * d + 4 * d * d_local;
-  p.tensors += 6;
-  // Feed-forward: norm2 ... residual add.
-  w.Op(OpKind::kNorm, tokens * d);
-  const int mats = m.gated_ffn ? 3 : 2;
-  if (!moe) {
-    const double f = static_cast<double>(m.d_ff) / r.tp;
-    for (int i = 0; i < mats - 1; ++i) w.Linear(tokens, f, d);
-    w.Op(OpKind::kActivation, tokens * f);
-    w.Linear(tokens, d, f);
-    p.params += mats * d * f;
-    p.tensors += mats;
-  } else {
-    const double e = m.experts;
-    const double local = std::max(1.0, e / r.ep);
-    const double f = static_cast<double>(m.d_ff_expert);
-    // Router (fp32), softmax, top-k, gate normalization (sum, div), the
-    // load-balancing loss (mean, mul, sum, scale).
-    w.Linear(tokens, e, d);
-    w.Op(OpKind::kSoftmax, tokens * e);
-    w.Op(OpKind::kSoftmax, tokens * e);
-    for (int i = 0; i < 6; ++i) w.Op(OpKind::kPointwise, tokens * e, tokens * m.top_k);
-    // Each local expert gets tokens * top_k / E rows (balanced routing; with
-    // ep > 1 the rows of the ep group's tokens arrive by all-to-all).
-    const double rows = tokens * m.top_k / e * (r.ep > 1 ? r.ep : 1);
-    for (int i = 0; i < static_cast<int>(local); ++i) {
-      w.Op(OpKind::kRows, rows * d);  // gather the expert's token rows
-      for (int j = 0; j < mats - 1; ++j) w.Linear(rows, f, d);
-      w.Op(OpKind::kActivation, rows * f);
-      w.Linear(rows, d, f);
-      w.Op(OpKind::kRows, rows);            // gather its gates
-      w.Op(OpKind::kPointwise, rows * d);  // scale by the gates
-    }
-    w.Op(OpKind::kCopy, tokens * m.top_k * d);  // concat
-    w.Op(OpKind::kRows, tokens * m.top_k * d, tokens * d);  // scatter-add rows to token order
-    p.params += d * e + local * mats * d * f;
-    p.tensors += 1 + local * mats;
-  }
-  w.Op(OpKind::kPointwise, tokens * d);  // residual add
-}
-
-bool IsMoeLayer(const TwinModel& m, int layer) {
-  return m.experts > 0 && layer < static_cast<int>(m.moe.size()) && m.moe[layer];
-}
-
-int MoeLayers(const TwinModel& m, int begin, int end) {
-  int n = 0;
-  for (int i = begin; i < end; ++i) n += IsMoeLayer(m, i) ? 1 : 0;
-  return n;
-}
-
-// Pipeline stage `s` of `r.pp` holding layers [first, first + n): the
-// embedding on the first stage, the final norm, LM head, loss and aux-loss
-// terms on the last.
-void AddStage(const TwinModel& m, const TwinRun& r, int s, int first, int n, StageWork& w, StageParams& p) {
-  const double mb = static_cast<double>(r.micro_batch);
-  const double tokens = mb * static_cast<double>(m.seq);
-  const double d = static_cast<double>(m.d_model);
-  if (s == 0) {
-    w.Op(OpKind::kRows, tokens * d);  // embedding lookup
-    p.params += static_cast<double>(m.vocab) * d;
-    p.tensors += 1;
-  }
-  for (int i = first; i < first + n; ++i) AddLayer(m, r, IsMoeLayer(m, i), mb, w, p);
-  if (s == r.pp - 1) {
-    w.Op(OpKind::kNorm, tokens * d);  // final norm
-    w.Linear(tokens, static_cast<double>(m.vocab) / r.tp, d);
-    w.Op(OpKind::kCrossEntropy, tokens * static_cast<double>(m.vocab));
-    for (int i = 0; i < MoeLayers(m, 0, m.layers) + 2; ++i) w.Op(OpKind::kPointwise, 1);  // aux-loss sum, scale, add
-    p.params += d + (m.tied_embeddings ? 0 : static_cast<double>(m.vocab) * d);
-    p.tensors += 1 + (m.tied_embeddings ? 0 : 1);
-  }
-}
 
 Status Validate(const TwinModel& m, const TwinRun& r) {
   if (m.layers < 1 || m.d_model < 1 || m.seq < 1 || m.vocab < 1 || m.heads < 1 || m.d_ff < 1) {
@@ -188,111 +53,140 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
     return InvalidArgument("twin: {} ranks exceed the spec's {} devices (calibrate with --ranks {})", out.ranks,
                            spec.TotalDevices(), out.ranks);
   }
-  const HostCalibration h = calibration.PerRank(out.ranks);
+  const HostCalibration& h = calibration.PerRank(out.ranks);
   out.threads_per_rank = h.threads;
   out.micro_batches = r.global_batch / (r.micro_batch * r.dp);
+  const double m_count = static_cast<double>(out.micro_batches);
   const double tokens = static_cast<double>(r.micro_batch * m.seq);
   const double d = static_cast<double>(m.d_model);
+  const bool parallel = out.ranks > 1;
+  // The meeting probe's cost is wall time with every rank busy; the
+  // pipeline's processor sharing stretches a rank's work by ranks / cores.
+  const double share = std::min(1.0, static_cast<double>(calibration.cores) / out.ranks);
+  const double meeting_s = calibration.MeetingSeconds(out.ranks) * share;
 
-  // Per pipeline stage: layers split evenly (the first stages take the
-  // remainder), embedding on the first, head + loss on the last.
-  double worst_stage_s = 0, worst_params = 0, worst_tensors = 0;
-  double total_params = 0;
+  PipelineCost pipe;
+  pipe.micro_batches = static_cast<int>(out.micro_batches);
+  pipe.schedule = PipelineSchedule::kOneFOneB;
+  pipe.cores = parallel ? calibration.cores : 0;
+  pipe.ranks_per_stage = r.dp * r.tp;
+  const double act_bytes = tokens * d * 4;
+  const double expert_group = std::max(1, r.dp / r.ep);  // replicas of an expert
   int layer = 0;
-  StageWork critical(h);
+  double critical_compute = -1;
   for (int s = 0; s < r.pp; ++s) {
+    // Layers split evenly (the first stages take the remainder).
     const int n = m.layers / r.pp + (s < m.layers % r.pp ? 1 : 0);
     StageWork w(h);
     StageParams p;
     AddStage(m, r, s, layer, n, w, p);
+    const int moe_here = MoeLayers(m, layer, layer + n);
     layer += n;
-    total_params += p.params;
-    // 1F1B: stage s holds the activations of pp - s micro-batches at its
-    // peak (fp32 elements, 4 bytes).
-    const double in_flight = std::min(static_cast<double>(out.micro_batches), static_cast<double>(r.pp - s));
-    if (4 * w.out_floats * in_flight > out.activation_bytes) {
-      out.activation_bytes = 4 * w.out_floats * in_flight;
+    out.parameters += p.params * r.tp;  // experts counted per rank; close enough for reporting
+
+    // Communication and meetings per micro-batch (half forward, half backward).
+    double tp_mb = 0, ep_mb = 0, pp_mb = 0, meetings = 0;
+    if (r.tp > 1) {
+      const double one = EstimateCollective(spec, CollectiveKind::kAllReduce, act_bytes,
+                                            GroupLayout::Contiguous(spec, r.tp)).time_s;
+      tp_mb = (4.0 * n + 2) * one;
+      meetings += 4.0 * n + 2;
+    }
+    if (r.ep > 1 && moe_here > 0) {
+      const double one = EstimateCollective(spec, CollectiveKind::kAllToAll, act_bytes * m.top_k,
+                                            GroupLayout::Contiguous(spec, r.ep)).time_s;
+      ep_mb = 4.0 * moe_here * one;
+      // Forward: counts, rows out, rows back; backward: rows both ways.
+      meetings += 5.0 * moe_here;
+    }
+    if (r.pp > 1) {
+      pp_mb = (s > 0 ? 1 : 0) * EstimateP2P(spec, act_bytes / r.tp, true) +
+              (s < r.pp - 1 ? 1 : 0) * EstimateP2P(spec, act_bytes / r.tp, true);
+      meetings += (s > 0 ? 1 : 0) + (s < r.pp - 1 ? 1 : 0);
+    }
+    // ZeRO (parallel/zero.h): 0/1 all-reduce the gradients, 2/3
+    // reduce-scatter them; 1/2 then all-gather the updated shards; 3
+    // gathers every block's parameters around each forward and backward.
+    double dp_s = 0, gather_mb = 0;
+    const double shard = (p.params - p.expert_params) / r.dp + p.expert_params / expert_group;
+    if (r.dp > 1) {
+      const GroupLayout group = GroupLayout::Contiguous(spec, r.dp);
+      const double bytes = p.params * 4;
+      auto cost = [&](CollectiveKind kind, double b) { return EstimateCollective(spec, kind, b, group).time_s; };
+      dp_s = r.zero >= 2 ? cost(CollectiveKind::kReduceScatter, bytes) : cost(CollectiveKind::kAllReduce, bytes);
+      if (r.zero == 1 || r.zero == 2) dp_s += cost(CollectiveKind::kAllGather, bytes);
+      if (r.zero >= 3) {
+        gather_mb = 2 * cost(CollectiveKind::kAllGather, bytes);
+        meetings += 2.0 * (n + (s == 0 ? 1 : 0) + (s == r.pp - 1 ? 1 : 0));
+      }
+    }
+    const double ctx = h.context_factor;
+    const double sync_mb = meetings * meeting_s;
+    const double extra = tp_mb + ep_mb + pp_mb + sync_mb + gather_mb;
+    StageCost c;
+    c.compute_s = (w.fwd_s + w.bwd_s) * ctx;
+    c.fwd_s = w.fwd_s * ctx + extra / 2;
+    c.bwd_s = w.bwd_s * ctx + extra / 2;
+    c.dp_s = dp_s;
+    c.dp_overlaps_last_backward = true;
+    // The parallel runtime copies the gradients into its flat buckets (read
+    // + write, 8 bytes per parameter), then clips and runs AdamW over this
+    // rank's shard.
+    const double updated = r.zero >= 1 ? shard : p.params;
+    const double bucket_copy_s = parallel ? 8 * p.params / h.triad_bytes_per_s : 0.0;
+    c.optimizer_s = h.optimizer_per_param_s > 0
+                        ? p.tensors * h.optimizer_per_tensor_s + updated * h.optimizer_per_param_s + bucket_copy_s
+                        : kAdamBytesPerParam * updated / h.triad_bytes_per_s +
+                              kOptimizerKernelsPerTensor * p.tensors * h.kernel_overhead_s + bucket_copy_s;
+    pipe.stages.push_back(c);
+    if (c.fwd_s + c.bwd_s > critical_compute) {
+      critical_compute = c.fwd_s + c.bwd_s;
+      out.gemm_s = w.gemm_s * ctx * m_count;
+      out.elementwise_s = w.other_s * ctx * m_count;
+      out.overhead_s = w.fixed_s * ctx * m_count;
+      out.tp_comm_s = tp_mb * m_count;
+      out.ep_comm_s = ep_mb * m_count;
+      out.pp_comm_s = pp_mb * m_count;
+      out.sync_s = sync_mb * m_count;
+      out.dp_comm_s = dp_s + gather_mb * m_count;
+      out.optimizer_s = c.optimizer_s;
+      out.ops_per_micro_batch = w.ops;
+    }
+
+    // Memory of this stage's ranks.
+    const double in_flight = parallel ? std::min(m_count, static_cast<double>(r.pp - s)) : 1.0;
+    const double activations = 4 * w.out_floats * in_flight;
+    const double params_b = 4 * (r.zero >= 3 ? shard : p.params);
+    const double grads_b = parallel ? 4 * (r.zero >= 2 ? shard : p.params) : 4 * p.params;
+    const double moments_b = 8 * (parallel && r.zero >= 1 ? shard : p.params);
+    // The parameters' gradient tensors live from the first backward until
+    // the flat copy (the single-process trainer's are its gradients).
+    double buffers = parallel ? 4 * p.params : 0;
+    if (r.zero >= 3 && parallel) buffers += 4 * p.largest_block * 2;
+    buffers += 4 * w.transient_floats;
+    const double peak = activations + params_b + grads_b + moments_b + buffers;
+    if (peak > out.peak_memory_bytes) {
+      out.peak_memory_bytes = peak;
+      out.activation_bytes = activations;
+      out.parameter_bytes = params_b;
+      out.gradient_bytes = grads_b;
+      out.optimizer_state_bytes = moments_b;
+      out.buffer_bytes = buffers;
       out.activation_stage = s;
     }
-    if (w.Seconds() > worst_stage_s) {
-      worst_stage_s = w.Seconds();
-      worst_params = p.params;
-      worst_tensors = p.tensors;
-      critical = w;
-    }
   }
-  out.parameters = total_params * r.tp;  // experts counted per rank; close enough for reporting
-  out.ops_per_micro_batch = critical.ops;
-
-  // Communication per micro-batch on the critical stage.
-  const double act_bytes = tokens * d * 4;
-  const int layers_on_stage = (m.layers + r.pp - 1) / r.pp;
-  double tp_mb = 0, ep_mb = 0, pp_mb = 0;
-  if (r.tp > 1) {
-    const double one = EstimateCollective(spec, CollectiveKind::kAllReduce, act_bytes,
-                                          GroupLayout::Contiguous(spec, r.tp)).time_s;
-    tp_mb = (4.0 * layers_on_stage + 2) * one;
-  }
-  if (r.ep > 1 && m.experts > 0) {
-    const int moe_on_stage = (MoeLayers(m, 0, m.layers) + r.pp - 1) / r.pp;
-    const double one = EstimateCollective(spec, CollectiveKind::kAllToAll, act_bytes * m.top_k,
-                                          GroupLayout::Contiguous(spec, r.ep)).time_s;
-    ep_mb = 4.0 * moe_on_stage * one;
-  }
-  if (r.pp > 1) pp_mb = 2 * EstimateP2P(spec, act_bytes / r.tp, true);
-  // Every meeting of ranks inside a micro-batch costs the calibrated
-  // meeting time on top of its transfer: tp all-reduces, ep exchanges
-  // (forward: counts, rows out, rows back; backward: rows both ways per MoE
-  // layer), pp activation and gradient hand-offs.
-  double meetings = 0;
-  if (r.tp > 1) meetings += 4.0 * layers_on_stage + 2;
-  if (r.ep > 1 && m.experts > 0) meetings += 5.0 * ((MoeLayers(m, 0, m.layers) + r.pp - 1) / r.pp);
-  if (r.pp > 1) meetings += 2;
-  const double sync_mb = meetings * h.meeting_s;
-  const double slot = worst_stage_s + tp_mb + ep_mb + pp_mb + sync_mb;
-  const double m_count = static_cast<double>(out.micro_batches);
-  const double slots = m_count + r.pp - 1;
-  out.gemm_s = critical.gemm_s * h.context_factor * m_count;
-  out.elementwise_s = critical.other_s * h.context_factor * m_count;
-  out.overhead_s = critical.fixed_s * h.context_factor * m_count;
-  out.tp_comm_s = tp_mb * m_count;
-  out.ep_comm_s = ep_mb * m_count;
-  out.pp_comm_s = pp_mb * m_count;
-  out.sync_s = sync_mb * m_count;
-  out.bubble_s = (slots - m_count) * slot;
-
-  // Data parallel (parallel/zero.h): ZeRO-0/1 all-reduce the gradients,
-  // ZeRO-2/3 reduce-scatter them; ZeRO-1/2 then all-gather the updated
-  // shards, ZeRO-3 gathers the parameters before every micro-batch's
-  // forward and backward instead.
-  if (r.dp > 1) {
-    const GroupLayout group = GroupLayout::Contiguous(spec, r.dp);
-    const double bytes = worst_params * 4;
-    auto cost = [&](CollectiveKind kind) { return EstimateCollective(spec, kind, bytes, group).time_s; };
-    out.dp_comm_s = r.zero >= 2 ? cost(CollectiveKind::kReduceScatter) : cost(CollectiveKind::kAllReduce);
-    if (r.zero == 1 || r.zero == 2) out.dp_comm_s += cost(CollectiveKind::kAllGather);
-    if (r.zero >= 3) out.dp_comm_s += 2 * m_count * cost(CollectiveKind::kAllGather);
-  }
-  // The optimizer step: the parallel runtime first copies the gradients
-  // into its flat buckets (read + write, 8 bytes per parameter), then
-  // clipping + AdamW over this rank's shard.
-  const double shard = r.zero >= 1 ? worst_params / r.dp : worst_params;
-  const double bucket_copy_s = out.ranks > 1 ? 8 * worst_params / h.triad_bytes_per_s : 0.0;
-  if (h.optimizer_per_param_s > 0) {
-    out.optimizer_s = worst_tensors * h.optimizer_per_tensor_s + shard * h.optimizer_per_param_s + bucket_copy_s;
-  } else {
-    out.optimizer_s = kAdamBytesPerParam * shard / h.triad_bytes_per_s +
-                      kOptimizerKernelsPerTensor * worst_tensors * h.kernel_overhead_s + bucket_copy_s;
-  }
-  out.step_s = slots * slot + out.dp_comm_s + out.optimizer_s;
+  TESSERA_ASSIGN_OR_RETURN(StepResult replay, ReplayPipeline(pipe));
+  out.step_s = replay.step_time_s;
+  out.bubble_s = replay.bubble_fraction * replay.step_time_s;
 
   // Model FLOPs of the whole step (all ranks): 6 N_active per token + attention.
   double active = 0;
   for (int i = 0; i < m.layers; ++i) {
     active += 4 * d * d;
     const double mats = m.gated_ffn ? 3 : 2;
-    active += IsMoeLayer(m, i) ? d * m.experts + m.top_k * mats * d * static_cast<double>(m.d_ff_expert)
-                               : mats * d * static_cast<double>(m.d_ff);
+    active += twin_detail::IsMoeLayer(m, i)
+                  ? d * m.experts + m.top_k * mats * d * static_cast<double>(m.d_ff_expert)
+                  : mats * d * static_cast<double>(m.d_ff);
   }
   active += static_cast<double>(m.vocab) * d;
   const double step_tokens = static_cast<double>(r.global_batch * m.seq);
@@ -305,19 +199,38 @@ double OpSumSecondsPerMicroBatch(const HostCalibration& h, const TwinModel& m, i
   StageWork w(h);
   StageParams p;
   AddStage(m, one_rank, 0, 0, m.layers, w, p);
-  return w.gemm_s + w.other_s;
+  return w.Seconds();
 }
 
 std::string TwinPredictionJson(const TwinPrediction& p) {
-  return fmt::format(
-      "{{\n  \"ranks\": {},\n  \"threads_per_rank\": {},\n  \"micro_batches\": {},\n  \"step_time_s\": {:.6g},\n"
-      "  \"gemm_s\": {:.6g},\n  \"elementwise_s\": {:.6g},\n  \"op_overhead_s\": {:.6g},\n  \"optimizer_s\": {:.6g},\n"
-      "  \"dp_comm_s\": {:.6g},\n  \"tp_comm_s\": {:.6g},\n  \"ep_comm_s\": {:.6g},\n  \"pp_comm_s\": {:.6g},\n"
-      "  \"sync_s\": {:.6g},\n  \"bubble_s\": {:.6g},\n  \"ops_per_micro_batch\": {:.0f},\n  \"model_flops\": {:.6g},\n"
-      "  \"activation_bytes\": {:.6g},\n  \"activation_stage\": {}\n}}",
-      p.ranks, p.threads_per_rank, p.micro_batches, p.step_s, p.gemm_s, p.elementwise_s, p.overhead_s,
-      p.optimizer_s, p.dp_comm_s, p.tp_comm_s, p.ep_comm_s, p.pp_comm_s, p.sync_s, p.bubble_s,
-      p.ops_per_micro_batch, p.model_flops, p.activation_bytes, p.activation_stage);
+  nlohmann::json j = {{"ranks", p.ranks},
+                      {"threads_per_rank", p.threads_per_rank},
+                      {"micro_batches", p.micro_batches},
+                      {"step_time_s", p.step_s},
+                      {"gemm_s", p.gemm_s},
+                      {"elementwise_s", p.elementwise_s},
+                      {"op_overhead_s", p.overhead_s},
+                      {"optimizer_s", p.optimizer_s},
+                      {"dp_comm_s", p.dp_comm_s},
+                      {"tp_comm_s", p.tp_comm_s},
+                      {"ep_comm_s", p.ep_comm_s},
+                      {"pp_comm_s", p.pp_comm_s},
+                      {"sync_s", p.sync_s},
+                      {"bubble_s", p.bubble_s},
+                      {"ops_per_micro_batch", p.ops_per_micro_batch},
+                      {"model_flops", p.model_flops},
+                      {"parameters", p.parameters},
+                      {"activation_bytes", p.activation_bytes},
+                      {"parameter_bytes", p.parameter_bytes},
+                      {"gradient_bytes", p.gradient_bytes},
+                      {"optimizer_state_bytes", p.optimizer_state_bytes},
+                      {"buffer_bytes", p.buffer_bytes},
+                      {"peak_memory_bytes", p.peak_memory_bytes},
+                      {"activation_stage", p.activation_stage}};
+  for (auto& [key, value] : j.items()) {
+    if (value.is_number_float() && !std::isfinite(value.get<double>())) value = nullptr;  // never NaN in JSON
+  }
+  return j.dump(2);
 }
 
 std::string DescribeTwinPrediction(const TwinPrediction& p) {
@@ -325,10 +238,12 @@ std::string DescribeTwinPrediction(const TwinPrediction& p) {
       "{} rank(s) x {} thread(s), {} micro-batches per rank, {:.0f} autograd ops per micro-batch\n"
       "step_time_s {:.4f}  gemm {:.4f}  elementwise {:.4f}  op_overhead {:.4f}  optimizer {:.4f}  dp_comm {:.4f}  "
       "tp_comm {:.4f}  ep_comm {:.4f}  pp_comm {:.4f}  sync {:.4f}  bubble {:.4f}\n"
-      "activations {:.2f} MB per rank (pipeline stage {})\n",
+      "peak memory {:.2f} MB per rank (pipeline stage {}): activations {:.2f}, parameters {:.2f}, gradients {:.2f}, "
+      "optimizer state {:.2f}, buffers {:.2f}\n",
       p.ranks, p.threads_per_rank, p.micro_batches, p.ops_per_micro_batch, p.step_s, p.gemm_s, p.elementwise_s,
       p.overhead_s, p.optimizer_s, p.dp_comm_s, p.tp_comm_s, p.ep_comm_s, p.pp_comm_s, p.sync_s, p.bubble_s,
-      p.activation_bytes / 1e6, p.activation_stage);
+      p.peak_memory_bytes / 1e6, p.activation_stage, p.activation_bytes / 1e6, p.parameter_bytes / 1e6,
+      p.gradient_bytes / 1e6, p.optimizer_state_bytes / 1e6, p.buffer_bytes / 1e6);
 }
 
 }  // namespace tessera::sim

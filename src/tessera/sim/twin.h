@@ -1,34 +1,36 @@
-// The twin's step-time predictor for `tessera train` runs on this machine
-// (docs/twin.md): counts the real work of one optimizer step of Tessera's
-// GPT (models/gpt.h) per rank and prices it with the calibrated constants.
+// The twin's step-time and memory predictor for `tessera train` runs on
+// this machine (docs/twin.md): counts the real work of one optimizer step of
+// Tessera's GPT (models/gpt.h, parallel/gpt_stage.cc) per rank and prices it
+// with the calibrated costs (calibrate.h).
 //
-//  - Every autograd op of one micro-batch is listed with its size, and
-//    priced forward + backward with the calibrated op lines
-//    (calibrate.h): Linear layers on the fitted linear EfficiencyCurve
-//    (6 m n k FLOPs against the rank's peak), fused causal attention,
-//    norms, rope, copies, activations, cross-entropy, router softmax and
-//    row gathers (fixed cost + cost per element).
-//    All op costs of a micro-batch are scaled by the calibrated
-//    context_factor (a probe model's ops inside training steps vs isolated).
-//  - MoE: router, softmax, top-k, load-balancing loss, and per local expert
-//    gathers, a SwiGLU MLP over M k / E tokens, gate multiply, concat and
-//    scatter-add.
+//  - Every autograd op of one micro-batch on each pipeline stage
+//    (twin_ops.h) priced with the calibration's shape-aware fits: linear
+//    layers, fused causal attention, norms, rope, copies, activations,
+//    cross-entropy, router softmax, row gathers; MoE routing with balanced
+//    experts; sequence parallelism shards the norm/residual regions;
+//    selective / full recompute re-run the attention part / the block in
+//    the backward. Op costs are scaled by the calibrated context factor
+//    (generic probe models' ops inside training steps vs isolated).
+//  - Communication on the calibrated cluster spec (collective_cost.h): tp
+//    all-reduces (2 forward, 2 backward per layer), ep all-to-alls, pp
+//    sends and the calibrated cost of each meeting of ranks inside a
+//    micro-batch, on the micro-batch's critical path; the dp gradient
+//    reduction as the ZeRO stage does it (all-reduce or reduce-scatter, then
+//    the parameter all-gathers of ZeRO-1/2; ZeRO-3 gathers the parameters
+//    around every micro-batch's forward and backward), overlapping the last
+//    micro-batch's backward.
 //  - Optimizer: gradient-norm clipping + AdamW over the rank's parameters
 //    (shard under ZeRO >= 1) at the measured per-tensor and per-parameter
-//    costs (without them: 28 bytes per parameter at triad bandwidth plus 4
-//    kernels per tensor).
-//  - Communication on the calibrated cluster spec (collective_cost.h):
-//    the dp gradient reduction as the ZeRO stage does it (all-reduce or
-//    reduce-scatter, plus the parameter all-gathers of ZeRO-1/2/3; exposed),
-//    tp all-reduces (2 forward, 2 backward per layer), ep all-to-alls
-//    (dispatch + combine, forward and backward) and pp activation sends;
-//    multi-rank runs also copy the gradients into flat buckets.
-//  - Each meeting of ranks inside a micro-batch (tp all-reduce, ep
-//    exchange, pp hand-off) costs the calibrated meeting time on top.
-//  - Pipeline: 1F1B over pp stages: (m + pp - 1) slots of the slowest stage.
-//  - Activation memory: every op output of a micro-batch (the tape keeps
-//    them until backward), times the micro-batches in flight per stage.
-// Ranks share the cores: each rank gets MachineCalibration::PerRank(world).
+//    costs, after the gradients are copied into the flat ZeRO buckets.
+//  - The step: sim::ReplayPipeline (1F1B) over the stages' per-micro-batch
+//    costs — the schedule model `tessera sim step` and the planner use —
+//    with processor sharing when the ranks outnumber the cores.
+//  - Memory per rank: ZeroOptimizer's flat buffers (parameters, gradients,
+//    AdamW moments by ZeRO stage), the parameters' gradient tensors during
+//    accumulation, ZeRO-3's gathered block, and every op output of a
+//    micro-batch kept on the tape times the micro-batches in flight on the
+//    stage (1F1B: pp - stage); the single-process trainer keeps fp32
+//    parameters, gradients and moments and one micro-batch's activations.
 // Pure; thread-safe.
 #pragma once
 
@@ -58,11 +60,15 @@ struct TwinModel {
   std::vector<bool> moe;  // per layer: MoE feed-forward (empty = dense model)
 };
 
+enum class Recompute { kNone, kSelective, kFull };
+
 struct TwinRun {
   int64_t global_batch = 1;
   int64_t micro_batch = 1;  // sequences per micro-batch per data-parallel rank
   int dp = 1, tp = 1, pp = 1, ep = 1;
   int zero = 0;
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::kNone;
 };
 
 struct TwinPrediction {
@@ -81,12 +87,17 @@ struct TwinPrediction {
   double sync_s = 0;          // meetings of ranks inside micro-batches (tp, ep, pp) beyond transfers
   double bubble_s = 0;
   double ops_per_micro_batch = 0;  // autograd ops on the critical stage
-  // Peak bytes of saved activations per rank: every op output of a
-  // micro-batch stays on the tape until its backward (fp32), times the
-  // micro-batches in flight on the stage (1F1B: pp - stage); the stage
-  // with the most.
+  // Memory of the rank with the highest peak (bytes): saved activations
+  // (every op output of a micro-batch until its backward, fp32, times the
+  // micro-batches in flight), ZeroOptimizer's flat buffers, the gradient
+  // tensors accumulated over micro-batches and gathered ZeRO-3 blocks.
   double activation_bytes = 0;
-  int activation_stage = 0;
+  double parameter_bytes = 0;
+  double gradient_bytes = 0;
+  double optimizer_state_bytes = 0;
+  double buffer_bytes = 0;  // gradient tensors, gathered ZeRO-3 parameters, recompute transients
+  double peak_memory_bytes = 0;
+  int activation_stage = 0;  // pipeline stage of that rank
   double model_flops = 0;     // per step, whole model: 6 N_active tokens + attention
   double parameters = 0;
 };

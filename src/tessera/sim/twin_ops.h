@@ -1,0 +1,65 @@
+// The twin's op inventory (internal to sim/twin.cc): every autograd op of
+// one micro-batch of Tessera's GPT (models/gpt.h, parallel/gpt_stage.cc) on
+// one rank of a pipeline stage, with its size, priced forward and backward
+// with the calibrated costs (calibrate.h), and the elements of every op
+// output the tape keeps until the backward (activation memory).
+// Pure; thread-safe.
+#pragma once
+
+#include "tessera/sim/calibrate.h"
+#include "tessera/sim/twin.h"
+
+namespace tessera::sim::twin_detail {
+
+class StageWork {
+ public:
+  explicit StageWork(const HostCalibration& h) : h_(&h) {}
+  // Empty work priced with the same calibration.
+  StageWork Fresh() const { return StageWork(*h_); }
+
+  // y[m, n] = x[m, k] W^T: forward (1 GEMM) and backward (2).
+  void Linear(double m, double n, double k);
+  // Fused causal attention over `batch` sequences of `seq` tokens, width `d`
+  // over `heads` heads.
+  void Attention(double batch, double seq, double d, double heads);
+  // `outputs`: elements of the op's output (default: `elements`).
+  void Op(OpKind kind, double elements, double outputs = -1);
+
+  // Forward + backward seconds, and the split (GEMMs and attention: 1/3
+  // forward, element-wise ops: 1/2).
+  double Seconds() const { return gemm_s + other_s; }
+  double fwd_s = 0, bwd_s = 0;
+  double gemm_s = 0;   // linear layers and attention
+  double other_s = 0;  // every other op
+  double fixed_s = 0;  // the per-op fixed part (included above)
+  double ops = 0;
+  // Elements of all op outputs of one micro-batch: Tessera's tape keeps
+  // every recorded op's output (and the inputs it saves, themselves earlier
+  // outputs) until the micro-batch's backward.
+  double out_floats = 0;
+  // Elements alive only while one recomputed part runs again in the backward.
+  double transient_floats = 0;
+
+ private:
+  void Add(double seconds, double forward_share, bool gemm);
+  const HostCalibration* h_;
+};
+
+struct StageParams {
+  double params = 0;          // on this rank
+  double tensors = 0;
+  double expert_params = 0;   // of which experts (replicated over dp / ep ranks)
+  double largest_block = 0;   // parameters of the largest block (a ZeRO-3 gather)
+};
+
+// The work of pipeline stage `s` holding layers [first, first + n) on one
+// rank: embedding on the first stage, final norm, head, loss and aux-loss
+// terms on the last. Recompute: "selective" re-runs each block's attention
+// part in the backward and keeps only its input, "full" re-runs the whole
+// block (its forward added to the backward, only block inputs kept).
+void AddStage(const TwinModel& m, const TwinRun& r, int s, int first, int n, StageWork& w, StageParams& p);
+
+bool IsMoeLayer(const TwinModel& m, int layer);
+int MoeLayers(const TwinModel& m, int begin, int end);
+
+}  // namespace tessera::sim::twin_detail

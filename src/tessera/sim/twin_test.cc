@@ -1,0 +1,112 @@
+// The twin's layouts beyond plain data/pipeline parallelism: recompute,
+// sequence parallelism, ranks outnumbering cores, and the memory it
+// predicts per ZeRO stage.
+#include "tessera/sim/twin.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tessera/base/check.h"
+#include "tessera/sim/sim_test_util.h"
+
+namespace tessera::sim {
+namespace {
+
+TwinModel Model() {
+  TwinModel m;
+  m.vocab = 64;
+  m.seq = 64;
+  m.layers = 4;
+  m.d_model = 128;
+  m.heads = 4;
+  m.d_ff = 384;
+  return m;
+}
+
+ClusterSpec Spec(const MachineCalibration& c, int ranks) {
+  auto spec = ParseClusterSpec(MachineClusterToml(c, ranks), "x");
+  TESSERA_CHECK_OK(spec.status());
+  return *spec;
+}
+
+// Full recompute runs every block's forward again (about +1/3 of the
+// block work) and keeps only block inputs; selective re-runs the attention
+// part only, in between.
+TEST(TwinLayouts, RecomputeTradesTimeForActivations) {
+  const MachineCalibration c = testing::SyntheticMachine();
+  const ClusterSpec spec = Spec(c, 2);
+  TwinRun r{.global_batch = 16, .micro_batch = 4, .pp = 2};
+  auto none = PredictTrainStep(c, spec, Model(), r);
+  r.recompute = Recompute::kSelective;
+  auto selective = PredictTrainStep(c, spec, Model(), r);
+  r.recompute = Recompute::kFull;
+  auto full = PredictTrainStep(c, spec, Model(), r);
+  ASSERT_TRUE(none.ok() && selective.ok() && full.ok());
+  EXPECT_LT(none->step_s, selective->step_s);
+  EXPECT_LT(selective->step_s, full->step_s);
+  EXPECT_GT(full->gemm_s, 1.25 * none->gemm_s);
+  EXPECT_LT(full->gemm_s, 1.4 * none->gemm_s);
+  EXPECT_GT(none->activation_bytes, selective->activation_bytes);
+  EXPECT_GT(selective->activation_bytes, full->activation_bytes);
+  EXPECT_GT(full->buffer_bytes, none->buffer_bytes);  // one block's activations while it re-runs
+}
+
+// Sequence parallelism shards the norms and residual adds over tp.
+TEST(TwinLayouts, SequenceParallelShardsTheNormRegions) {
+  const MachineCalibration c = testing::SyntheticMachine();
+  const ClusterSpec spec = Spec(c, 2);
+  TwinRun r{.global_batch = 8, .micro_batch = 4, .tp = 2};
+  auto plain = PredictTrainStep(c, spec, Model(), r);
+  r.sequence_parallel = true;
+  auto sp = PredictTrainStep(c, spec, Model(), r);
+  ASSERT_TRUE(plain.ok() && sp.ok());
+  EXPECT_LT(sp->elementwise_s, plain->elementwise_s);
+  EXPECT_EQ(sp->gemm_s, plain->gemm_s);
+  EXPECT_LT(sp->activation_bytes, plain->activation_bytes);
+}
+
+// Ranks that outnumber the cores share them: 8 data-parallel ranks on 2
+// cores take about 4x one rank's compute, 2 ranks about 1x.
+TEST(TwinLayouts, RanksSharingCoresSlowDown) {
+  const MachineCalibration c = testing::SyntheticMachine();
+  TwinRun two{.global_batch = 16, .micro_batch = 2, .dp = 2};
+  TwinRun eight{.global_batch = 64, .micro_batch = 2, .dp = 8};
+  auto p2 = PredictTrainStep(c, Spec(c, 2), Model(), two);
+  auto p8 = PredictTrainStep(c, Spec(c, 8), Model(), eight);
+  ASSERT_TRUE(p2.ok() && p8.ok());
+  EXPECT_EQ(p2->micro_batches, p8->micro_batches);
+  const double compute2 = p2->step_s - p2->dp_comm_s - p2->optimizer_s;
+  const double compute8 = p8->step_s - p8->dp_comm_s - p8->optimizer_s;
+  EXPECT_NEAR(compute8 / compute2, 4.0, 0.6);
+}
+
+// ZeRO stages shard what the runtime shards: moments at 1, gradients at 2,
+// parameters at 3 (which adds gathered blocks).
+TEST(TwinLayouts, MemoryByZeroStage) {
+  const MachineCalibration c = testing::SyntheticMachine();
+  const ClusterSpec spec = Spec(c, 4);
+  std::vector<TwinPrediction> p;
+  for (int z = 0; z <= 3; ++z) {
+    auto r = PredictTrainStep(c, spec, Model(), TwinRun{.global_batch = 16, .micro_batch = 2, .dp = 4, .zero = z});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    p.push_back(*r);
+  }
+  EXPECT_NEAR(p[1].optimizer_state_bytes, p[0].optimizer_state_bytes / 4, 1e-6 * p[0].optimizer_state_bytes);
+  EXPECT_EQ(p[1].gradient_bytes, p[0].gradient_bytes);
+  EXPECT_NEAR(p[2].gradient_bytes, p[0].gradient_bytes / 4, 1e-6 * p[0].gradient_bytes);
+  EXPECT_NEAR(p[3].parameter_bytes, p[0].parameter_bytes / 4, 1e-6 * p[0].parameter_bytes);
+  EXPECT_GT(p[3].buffer_bytes, p[2].buffer_bytes);
+  for (int z = 1; z <= 3; ++z) EXPECT_LT(p[z].peak_memory_bytes, p[z - 1].peak_memory_bytes) << z;
+  for (const TwinPrediction& x : p) {
+    EXPECT_NEAR(x.peak_memory_bytes,
+                x.activation_bytes + x.parameter_bytes + x.gradient_bytes + x.optimizer_state_bytes + x.buffer_bytes,
+                1e-6 * x.peak_memory_bytes);
+  }
+  // The JSON is nlohmann's (parsable), with the memory fields.
+  const nlohmann::json j = nlohmann::json::parse(TwinPredictionJson(p[3]));
+  EXPECT_EQ(j.at("peak_memory_bytes").get<double>(), p[3].peak_memory_bytes);
+  EXPECT_EQ(j.at("ranks").get<int>(), 4);
+}
+
+}  // namespace
+}  // namespace tessera::sim
