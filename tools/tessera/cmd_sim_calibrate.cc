@@ -89,6 +89,7 @@ Status MeetingProbe(int rounds_per_kind) {
   TESSERA_RETURN_IF_ERROR(failed);
   const double free = Median(rounds[0]), locked = Median(rounds[1]);
   if (c.rank() == 0) {
+    std::printf("comm_model %s\n", c.CostModelText().c_str());
     std::printf("free_round_ms %.3f\nlockstep_round_ms %.3f\nmeetings_per_round %d\nmeeting_us %.3f\n",
                 1e3 * free, 1e3 * locked, meetings_per_round,
                 1e6 * std::max(0.0, locked - free) / meetings_per_round);
@@ -146,11 +147,15 @@ double HostMemoryBytes() {
   return 0;
 }
 
-// Seconds per meeting of `ranks` 1-thread ranks (meeting-probe under launch).
-StatusOr<double> MeasureMeeting(int ranks, int rounds) {
+// Seconds per meeting of `ranks` 1-thread ranks (meeting-probe under
+// launch); the world communicator's selector model into `comm_model`.
+StatusOr<double> MeasureMeeting(int ranks, int rounds, std::string* comm_model) {
   TESSERA_ASSIGN_OR_RETURN(const std::string out,
                            RunSelf(fmt::format("launch --nproc {} -- '{{bin}}' sim meeting-probe --rounds {}", ranks,
                                                rounds)));
+  const size_t model_at = out.find("comm_model ");
+  if (model_at == std::string::npos) return Internal("the meeting probe ({} ranks) printed no comm_model:\n{}", ranks, out);
+  *comm_model = out.substr(model_at + 11, out.find('\n', model_at) - model_at - 11);
   const size_t at = out.find("meeting_us ");
   if (at == std::string::npos) return Internal("the meeting probe ({} ranks) printed no meeting_us:\n{}", ranks, out);
   return std::strtod(out.c_str() + at + 11, nullptr) * 1e-6;
@@ -176,8 +181,10 @@ Status Calibrate(const CalibrateArgs& a) {
   // Meetings at the job sizes runs use: as many ranks as cores, 2x and 4x.
   for (int ranks : {2, 4, 8}) {
     if (size == SweepSize::kTiny && ranks > 2) break;
-    TESSERA_ASSIGN_OR_RETURN(double s, MeasureMeeting(ranks, size == SweepSize::kTiny ? 1 : 8));
+    std::string model;
+    TESSERA_ASSIGN_OR_RETURN(double s, MeasureMeeting(ranks, size == SweepSize::kTiny ? 1 : 8, &model));
     c.meeting.points.emplace_back(ranks, s);
+    c.comm_models[ranks] = model;
     report.push_back(fmt::format("meeting probe, {} ranks: {:.1f} us per meeting", ranks, s * 1e6));
   }
   hal::SetNumThreads(cores);

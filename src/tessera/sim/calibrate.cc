@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "tessera/base/check.h"
+#include "tessera/comm/algo/cost_model.h"
 #include "tessera/sim/toml_reader.h"
 
 namespace tessera::sim {
@@ -330,6 +331,8 @@ std::string TwinToml(const MachineCalibration& c) {
                    c.link_ranks, c.link_source, c.link.alpha_s / kMicro, c.link.beta_bytes_per_s / kGiga,
                    c.link.rms_rel_error);
   s += fmt::format("\n[meeting]\npoints = \"{}\"  # ranks:microseconds per meeting\n", c.meeting.PointsText());
+  s += "\n[comm]  # the selector's model of a communicator of N ranks (comm/algo/cost_model.h)\n";
+  for (const auto& [ranks, line] : c.comm_models) s += fmt::format("ranks_{} = \"{}\"\n", ranks, line);
   return s;
 }
 
@@ -367,6 +370,16 @@ StatusOr<MachineCalibration> ParseTwinToml(const std::string& text, const std::s
   if (!points.ok()) return meeting.Error("points", points.status().message());
   c.meeting.points = *std::move(points);
   TESSERA_RETURN_IF_ERROR(meeting.Finish());
+  TESSERA_ASSIGN_OR_RETURN(TomlTable comm, t.Table("comm"));
+  for (int ranks = 1; ranks <= 1024; ++ranks) {
+    const std::string key = fmt::format("ranks_{}", ranks);
+    if (!comm.Has(key)) continue;
+    TESSERA_ASSIGN_OR_RETURN(c.comm_models[ranks], comm.String(key));
+    auto model = comm::algo::ParseModel(c.comm_models[ranks]);
+    if (!model.ok()) return comm.Error(key, model.status().message());
+    if (model->first.size != ranks) return comm.Error(key, fmt::format("model of {} ranks", model->first.size));
+  }
+  TESSERA_RETURN_IF_ERROR(comm.Finish());
   TESSERA_RETURN_IF_ERROR(t.Finish());
   if (c.link.alpha_s < 0 || !(c.link.beta_bytes_per_s > 0)) {
     return InvalidArgument("{}: link needs alpha_us >= 0 and beta_gbyte_s > 0", source);

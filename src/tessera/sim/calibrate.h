@@ -31,6 +31,7 @@
 // Pure functions; thread-safe.
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -194,6 +195,11 @@ struct MachineCalibration {
   // on busy cores — by the job's rank count (`tessera sim meeting-probe` at
   // several counts; x = ranks, y = seconds of wall time with every rank busy).
   OpLine meeting;
+  // The communication library's selector model (comm/algo/cost_model.h:
+  // inputs and measured constants, algo::SerializeModel) of a communicator
+  // of each size, recorded by the meeting probes: the twin prices
+  // collectives with the algorithm and α-β model the runtime itself uses.
+  std::map<int, std::string> comm_models;
   LinkFit link;         // intra-host all-reduce link between ranks
   int link_ranks = 2;   // ranks of the all-reduce measurement
   std::string link_source;  // how the link was measured

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tessera/comm/algo/selector.h"
 #include "tessera/sim/collective_cost.h"
 #include "tessera/sim/pipeline_replay.h"
 #include "tessera/sim/twin_ops.h"
@@ -23,6 +24,37 @@ constexpr double kAdamBytesPerParam = 28;
 // Kernels per parameter tensor in a step: gradient-norm partial, clip
 // scale, AdamW update, gradient reset.
 constexpr double kOptimizerKernelsPerTensor = 4;
+
+// Seconds of a collective over `n` ranks of this machine moving `bytes`
+// (all-reduce: the buffer; all-gather / reduce-scatter: the whole gathered
+// buffer; all-to-all: everything a rank sends): the algorithm the
+// communication library's selector picks for a communicator of that size
+// and its own α-β prediction (comm/algo/cost_model.h, constants measured by
+// the runtime and recorded by the calibration); without a recorded model,
+// sim's closed form on the calibrated spec.
+double CollectiveSeconds(const MachineCalibration& c, const ClusterSpec& spec, CollectiveKind kind, double bytes,
+                         int n) {
+  if (n <= 1 || bytes <= 0) return 0;
+  if (auto it = c.comm_models.find(n); it != c.comm_models.end()) {
+    auto model = comm::algo::ParseModel(it->second);  // validated when the file was read
+    if (model.ok()) {
+      comm::CollectiveArgs args;
+      double count = bytes / 4;  // fp32 elements; gathered / scattered kinds count one rank's part
+      switch (kind) {
+        case CollectiveKind::kAllReduce: args.kind = comm::CollectiveKind::kAllReduce; break;
+        case CollectiveKind::kAllGather: args.kind = comm::CollectiveKind::kAllGather, count /= n; break;
+        case CollectiveKind::kReduceScatter: args.kind = comm::CollectiveKind::kReduceScatter, count /= n; break;
+        case CollectiveKind::kAllToAll: args.kind = comm::CollectiveKind::kAllToAll, count /= n; break;
+        case CollectiveKind::kBroadcast: args.kind = comm::CollectiveKind::kBroadcast; break;
+        case CollectiveKind::kReduce: args.kind = comm::CollectiveKind::kReduce; break;
+      }
+      args.count = static_cast<size_t>(std::max(1.0, count));
+      const comm::algo::Selector selector(model->first, model->second, comm::algo::ForcedAlgos{}, false);
+      return selector.Choose(args).predicted_s;
+    }
+  }
+  return EstimateCollective(spec, kind, bytes, GroupLayout::Contiguous(spec, n)).time_s;
+}
 
 Status Validate(const TwinModel& m, const TwinRun& r) {
   if (m.layers < 1 || m.d_model < 1 || m.seq < 1 || m.vocab < 1 || m.heads < 1 || m.d_ff < 1) {
@@ -87,14 +119,12 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
     // Communication and meetings per micro-batch (half forward, half backward).
     double tp_mb = 0, ep_mb = 0, pp_mb = 0, meetings = 0;
     if (r.tp > 1) {
-      const double one = EstimateCollective(spec, CollectiveKind::kAllReduce, act_bytes,
-                                            GroupLayout::Contiguous(spec, r.tp)).time_s;
+      const double one = CollectiveSeconds(calibration, spec, CollectiveKind::kAllReduce, act_bytes, r.tp);
       tp_mb = (4.0 * n + 2) * one;
       meetings += 4.0 * n + 2;
     }
     if (r.ep > 1 && moe_here > 0) {
-      const double one = EstimateCollective(spec, CollectiveKind::kAllToAll, act_bytes * m.top_k,
-                                            GroupLayout::Contiguous(spec, r.ep)).time_s;
+      const double one = CollectiveSeconds(calibration, spec, CollectiveKind::kAllToAll, act_bytes * m.top_k, r.ep);
       ep_mb = 4.0 * moe_here * one;
       // Forward: counts, rows out, rows back; backward: rows both ways.
       meetings += 5.0 * moe_here;
@@ -110,9 +140,8 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
     double dp_s = 0, gather_mb = 0;
     const double shard = (p.params - p.expert_params) / r.dp + p.expert_params / expert_group;
     if (r.dp > 1) {
-      const GroupLayout group = GroupLayout::Contiguous(spec, r.dp);
       const double bytes = p.params * 4;
-      auto cost = [&](CollectiveKind kind, double b) { return EstimateCollective(spec, kind, b, group).time_s; };
+      auto cost = [&](CollectiveKind kind, double b) { return CollectiveSeconds(calibration, spec, kind, b, r.dp); };
       dp_s = r.zero >= 2 ? cost(CollectiveKind::kReduceScatter, bytes) : cost(CollectiveKind::kAllReduce, bytes);
       if (r.zero == 1 || r.zero == 2) dp_s += cost(CollectiveKind::kAllGather, bytes);
       if (r.zero >= 3) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -80,6 +81,50 @@ StatusOr<CostConstants> CostConstants::Parse(const std::string& text) {
   if (seen != 5) return DataLoss("cost model '{}' has {} of 5 constants", text, seen);
   c.measured = true;
   return c;
+}
+
+std::string SerializeModel(const ModelInputs& in, const CostConstants& c) {
+  return fmt::format("size={} transport={} window_bytes={} ll_bytes={} single_copy={} {}", in.size,
+                     transport::TransportKindName(in.transport), in.shm_window_bytes, in.shm_ll_bytes,
+                     in.shm_single_copy ? 1 : 0, c.Serialize());
+}
+
+StatusOr<std::pair<ModelInputs, CostConstants>> ParseModel(const std::string& text) {
+  ModelInputs in;
+  std::string constants;
+  std::stringstream ss(text);
+  int seen = 0;
+  for (std::string item; ss >> item;) {
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    auto integer = [&](auto& out) -> Status {
+      char* end = nullptr;
+      const long long v = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v < 0) return DataLoss("bad communication model value in '{}'", item);
+      out = static_cast<std::remove_reference_t<decltype(out)>>(v);
+      ++seen;
+      return Status::Ok();
+    };
+    if (key == "size") {
+      TESSERA_RETURN_IF_ERROR(integer(in.size));
+    } else if (key == "transport") {
+      TESSERA_ASSIGN_OR_RETURN(in.transport, transport::ParseTransportKind(value));
+      ++seen;
+    } else if (key == "window_bytes") {
+      TESSERA_RETURN_IF_ERROR(integer(in.shm_window_bytes));
+    } else if (key == "ll_bytes") {
+      TESSERA_RETURN_IF_ERROR(integer(in.shm_ll_bytes));
+    } else if (key == "single_copy") {
+      int v = 0;
+      TESSERA_RETURN_IF_ERROR(integer(v));
+      in.shm_single_copy = v != 0;
+    } else {
+      constants += (constants.empty() ? "" : " ") + item;
+    }
+  }
+  if (seen != 5 || in.size < 1) return DataLoss("communication model '{}' lacks size/transport/window/ll/single_copy", text);
+  TESSERA_ASSIGN_OR_RETURN(CostConstants c, CostConstants::Parse(constants));
+  return std::make_pair(in, c);
 }
 
 CostConstants DefaultConstants(transport::TransportKind kind, int size) {

@@ -14,6 +14,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "tessera/base/status.h"
 #include "tessera/comm/algo/algorithm.h"
@@ -52,6 +53,12 @@ struct ModelInputs {
   size_t shm_ll_bytes = 0;  // low-latency slot capacity
   bool shm_single_copy = false;  // data movement pulls peers' buffers directly
 };
+
+// One line of key=value for a communicator's whole model (inputs and
+// constants): what `tessera sim calibrate` records so that the twin prices
+// collectives exactly as the selector of a communicator of that size does.
+std::string SerializeModel(const ModelInputs& in, const CostConstants& c);
+StatusOr<std::pair<ModelInputs, CostConstants>> ParseModel(const std::string& text);
 
 // Predicted seconds of `algo` for `args`; nullopt when `algo` cannot run
 // `args.kind` on this transport.

@@ -357,6 +357,10 @@ std::string Communicator::ExplainChoice(const CollectiveArgs& args) const {
   return fmt::format("{} ({}){}", algo::AlgorithmName(c.algo), c.reason, route.empty() ? "" : "; " + route);
 }
 
+std::string Communicator::CostModelText() const {
+  return algo::SerializeModel(impl_->selector->inputs(), impl_->selector->constants());
+}
+
 bool Communicator::zero_copy() const { return impl_->shm != nullptr && impl_->shm->zero_copy(); }
 uint64_t Communicator::zero_copy_ops() const { return impl_->shm != nullptr ? impl_->shm->zero_copy_ops() : 0; }
 

@@ -165,6 +165,9 @@ class Communicator {
   Status health() const;
   // The algorithm the selector picks for `args` on this communicator, and why.
   std::string ExplainChoice(const CollectiveArgs& args) const;
+  // The selector's model inputs and constants as one line
+  // (algo::SerializeModel; the twin records it).
+  std::string CostModelText() const;
   // Whether this communicator can run zero copy (shm transport, every rank
   // can map every other's AllocShared memory), and how many operations did.
   bool zero_copy() const;
