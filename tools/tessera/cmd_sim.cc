@@ -5,7 +5,8 @@
 //       [--cc dcqcn|none] [--pfc] [--fail-uplink SN:LEAF:SPINE ...] [--json]
 //   sim faults --cluster FILE [--cards N] [--spares S] [--work-days D] [--checkpoint-s C]
 //       [--restart-s R] [--interval-s I] [--json]      goodput under card failures
-//   sim step --cluster FILE --plan FILE [--flows [--routing R]] [--trace OUT.json] [--json]   one training step
+//   sim step --cluster FILE --plan FILE [--flows|--full-flows [--routing R] [--replicas N]] [--trace OUT.json] [--json]
+//                                                                                                one training step
 //     time_s, algbw_GBps, busbw_GBps (nccl-tests formulas), utilization and
 //     sim_wall_s. `flow` runs the flow-level engine over the cluster's topology;
 //     `packet` the packet-level engine (queues, ECN/DCQCN, PFC; small cases);
@@ -43,7 +44,9 @@ struct SimArgs {
   std::string cc = "dcqcn";
   std::string plan;
   std::string trace;
-  bool flows = false;  // sim step: every rank's communication on the flow engine
+  bool flows = false;  // sim step: communication on the flow engine, reduced by symmetry
+  bool full_flows = false;  // sim step: every rank and collective step on the flow engine
+  int replicas = 0;         // sim step --flows: dp replicas whose pipelines are simulated (0: one super-node's worth)
   int64_t cards = 0;
   int64_t spares = -1;
   double work_days = 30;
@@ -193,8 +196,12 @@ Status Step(const SimArgs& a) {
   TESSERA_ASSIGN_OR_RETURN(sim::PlanSpec plan, sim::LoadPlanSpec(a.plan));
   const auto t0 = std::chrono::steady_clock::now();
   TESSERA_ASSIGN_OR_RETURN(sim::Routing routing, sim::ParseRouting(a.routing));
-  TESSERA_ASSIGN_OR_RETURN(sim::StepResult r,
-                           a.flows ? sim::ReplayStepFlows(spec, plan, routing) : sim::ReplayStep(spec, plan));
+  sim::FlowReplayOptions flow_options;
+  flow_options.routing = routing;
+  flow_options.full = a.full_flows;
+  flow_options.replicas = a.replicas;
+  TESSERA_ASSIGN_OR_RETURN(sim::StepResult r, a.flows || a.full_flows ? sim::ReplayStepFlows(spec, plan, flow_options)
+                                                                      : sim::ReplayStep(spec, plan));
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!a.trace.empty()) {
     std::ofstream out(a.trace);
@@ -208,6 +215,8 @@ Status Step(const SimArgs& a) {
                         {"mfu", r.mfu},               {"bubble_fraction", r.bubble_fraction},
                         {"compute_s", r.compute_s},   {"tp_comm_s", r.tp_comm_s},
                         {"dp_comm_s", r.dp_comm_s},   {"sim_wall_s", wall}};
+    if (a.flows || a.full_flows) j["flow_replay"] = {{"full", a.full_flows}, {"simulated_ranks", r.simulated_ranks},
+                                                     {"flows", r.flows}, {"events", r.events}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("%d devices (dp %d x tp %d x pp %d), %d micro-batches, %s on %s\n", plan.Devices(), plan.dp, plan.tp,
@@ -257,7 +266,10 @@ void RegisterSimCommand(CLI::App& app) {
   step->add_option("--plan", args->plan, "plan TOML ([model] layers hidden seq vocab; [parallel] dp tp pp ...)")
       ->required();
   step->add_option("--trace", args->trace, "write a Chrome trace-event JSON here");
-  step->add_flag("--flows", args->flows, "simulate every rank's communication as flows (slower)");
+  step->add_flag("--flows", args->flows,
+                 "simulate communication as flows, reduced by symmetry (representative dp replicas, merged ring steps)");
+  step->add_flag("--full-flows", args->full_flows, "simulate every rank's communication as flows (slower)");
+  step->add_option("--replicas", args->replicas, "with --flows: dp replicas whose pipelines are simulated");
   step->add_option("--routing", args->routing, "with --flows: ecmp or adaptive");
   step->add_flag("--json", args->json, "print one JSON object");
   step->callback([args] { ExitWith(Step(*args)); });
