@@ -22,7 +22,8 @@
 // Reduced replay (FlowReplayOptions::full = false; docs/sim.md "Simulator
 // scale"). Symmetric replicas: the pipelines (compute, tp rings, pipeline
 // sends) of the first R dp replicas only, R a whole number of super-nodes'
-// worth per stage, so every link inside those super-nodes carries exactly
+// worth per stage (every pipeline when a stage does not fill whole
+// super-nodes), so every link inside those super-nodes carries exactly
 // the traffic of the full replay (tp rings of all their replicas; the tp
 // rings of other super-nodes use other links). Every other rank's gradients
 // are ready when those of the simulated rank at the same place in its
@@ -126,7 +127,9 @@ StatusOr<StepResult> ReplayStepFlows(const ClusterSpec& c, const PlanSpec& p, co
   if (o.replicas < 0) return InvalidArgument("replicas must be >= 0, got {}", o.replicas);
   const int dp_local = Stage(c, p, 0).dp_local;
   int replicas = p.dp;
-  if (!o.full) {
+  // Stages that do not fill whole super-nodes share one with another stage:
+  // its replicas are not interchangeable, so every pipeline is simulated.
+  if (!o.full && static_cast<int64_t>(p.tp) * p.dp % c.supernode.devices == 0) {
     replicas = o.replicas > 0 ? o.replicas : dp_local;
     replicas = std::min(p.dp, (replicas + dp_local - 1) / dp_local * dp_local);  // whole super-nodes
   }

@@ -108,7 +108,9 @@ TEST(ReducedFlowReplayTest, ReplicasOptionAndErrors) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->simulated_ranks, 2 * 8 * 2);
   o.replicas = 1000;  // capped at dp: every pipeline
-  EXPECT_EQ(ReplayStepFlows(c, p, o)->simulated_ranks, p.Devices());
+  auto all = ReplayStepFlows(c, p, o);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(all->simulated_ranks, p.Devices());
   o.replicas = -1;
   EXPECT_FALSE(ReplayStepFlows(c, p, o).ok());
 }
