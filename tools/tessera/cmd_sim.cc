@@ -5,7 +5,8 @@
 //       [--cc dcqcn|none] [--pfc] [--fail-uplink SN:LEAF:SPINE ...] [--json]
 //   sim faults --cluster FILE [--cards N] [--spares S] [--work-days D] [--checkpoint-s C]
 //       [--restart-s R] [--interval-s I] [--json]      goodput under card failures
-//   sim step --cluster FILE --plan FILE [--flows [--routing R]] [--trace OUT.json] [--json]   one training step
+//   sim step --cluster FILE --plan FILE [--flows|--full-flows [--routing R] [--replicas N]] [--trace OUT.json] [--json]
+//                                                                                                one training step
 //     time_s, algbw_GBps, busbw_GBps (nccl-tests formulas), utilization and
 //     sim_wall_s. `flow` runs the flow-level engine over the cluster's topology;
 //     `packet` the packet-level engine (queues, ECN/DCQCN, PFC; small cases);
@@ -45,7 +46,9 @@ struct SimArgs {
   std::string cc = "dcqcn";
   std::string plan;
   std::string trace;
-  bool flows = false;  // sim step: every rank's communication on the flow engine
+  bool flows = false;  // sim step: communication on the flow engine, reduced by symmetry
+  bool full_flows = false;  // sim step: every rank and collective step on the flow engine
+  int replicas = 0;         // sim step --flows: dp replicas whose pipelines are simulated (0: one super-node's worth)
   int64_t cards = 0;
   int64_t spares = -1;
   double work_days = 30;
@@ -196,11 +199,17 @@ Status Step(const SimArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   TESSERA_ASSIGN_OR_RETURN(sim::Routing routing, sim::ParseRouting(a.routing));
   // Closed form: priced by the planner's cost model, scheduled as a DAG
-  // (plan/sim_step.h); --flows: every rank's communication on the flow engine.
+  // (plan/sim_step.h); --flows: the communication on the flow engine (the
+  // reduced replay; --full-flows: every rank).
+  sim::FlowReplayOptions flow_options;
+  flow_options.routing = routing;
+  flow_options.full = a.full_flows;
+  flow_options.replicas = a.replicas;
+  const bool flows = a.flows || a.full_flows;
   sim::StepResult r;
   double planner_s = 0, compute_s = 0;
-  if (a.flows) {
-    TESSERA_ASSIGN_OR_RETURN(r, sim::ReplayStepFlows(spec, plan, routing));
+  if (flows) {
+    TESSERA_ASSIGN_OR_RETURN(r, sim::ReplayStepFlows(spec, plan, flow_options));
     compute_s = r.compute_s;
   } else {
     TESSERA_ASSIGN_OR_RETURN(plan::PlannedStep ps, plan::ReplayPlannedStep(spec, plan));
@@ -223,10 +232,12 @@ Status Step(const SimArgs& a) {
                         {"mfu", r.mfu},               {"bubble_fraction", r.bubble_fraction},
                         {"compute_s", r.compute_s},   {"tp_comm_s", r.tp_comm_s},
                         {"dp_comm_s", r.dp_comm_s},   {"sim_wall_s", wall}};
-    if (!a.flows) j["planner_closed_form_s"] = planner_s;
+    if (!flows) j["planner_closed_form_s"] = planner_s;
     j["dvfs"] = {{"throttled_step_time_s", dvfs.step_s},     {"mean_clock", dvfs.mean_clock},
                  {"temp_c", dvfs.temp_c},                    {"power_w", dvfs.power_w},
                  {"energy_per_device_j", dvfs.energy_per_device_j}, {"energy_total_j", dvfs.energy_total_j}};
+    if (flows) j["flow_replay"] = {{"full", a.full_flows}, {"simulated_ranks", r.simulated_ranks},
+                                   {"flows", r.flows}, {"events", r.events}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("%d devices (dp %d x tp %d x pp %d), %d micro-batches, %s on %s\n", plan.Devices(), plan.dp, plan.tp,
@@ -235,7 +246,7 @@ Status Step(const SimArgs& a) {
     std::printf("step_time_s %.4f  tflops_per_device %.1f  mfu %.3f  bubble %.3f  compute_s %.4f  tp_comm_s %.4f  "
                 "dp_comm_s %.4f  sim_wall_s %.4f\n",
                 r.step_time_s, tflops, r.mfu, r.bubble_fraction, r.compute_s, r.tp_comm_s, r.dp_comm_s, wall);
-    if (!a.flows) std::printf("planner closed form (tessera plan evaluate): %.4f s\n", planner_s);
+    if (!flows) std::printf("planner closed form (tessera plan evaluate): %.4f s\n", planner_s);
     std::printf("dvfs steady state: throttled step %.4f s  mean clock %.3f  %.1f C  %.0f W/device  energy per step "
                 "%.1f J/device, %.3f MJ total\n",
                 dvfs.step_s, dvfs.mean_clock, dvfs.temp_c, dvfs.power_w, dvfs.energy_per_device_j,
@@ -282,7 +293,10 @@ void RegisterSimCommand(CLI::App& app) {
   step->add_option("--plan", args->plan, "plan TOML ([model] layers hidden seq vocab; [parallel] dp tp pp ...)")
       ->required();
   step->add_option("--trace", args->trace, "write a Chrome trace-event JSON here");
-  step->add_flag("--flows", args->flows, "simulate every rank's communication as flows (slower)");
+  step->add_flag("--flows", args->flows,
+                 "simulate communication as flows, reduced by symmetry (representative dp replicas, merged ring steps)");
+  step->add_flag("--full-flows", args->full_flows, "simulate every rank's communication as flows (slower)");
+  step->add_option("--replicas", args->replicas, "with --flows: dp replicas whose pipelines are simulated");
   step->add_option("--routing", args->routing, "with --flows: ecmp or adaptive");
   step->add_flag("--json", args->json, "print one JSON object");
   step->callback([args] { ExitWith(Step(*args)); });

@@ -284,28 +284,4 @@ StatusOr<StepResult> ReplayStep(const ClusterSpec& c, const PlanSpec& p) {
   return r;
 }
 
-std::string ChromeTraceJson(const StepResult& r) {
-  static const char* kStreamNames[kStreams] = {"compute", "send to next stage", "data-parallel", "send to previous"};
-  std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
-  int max_stage = 0;
-  for (const TraceEvent& e : r.trace) max_stage = std::max(max_stage, e.stage);
-  for (int st = 0; st <= max_stage; ++st) {
-    out += fmt::format("{{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": {}, \"args\": {{\"name\": \"stage {}\"}}}},\n",
-                       st, st);
-    for (int q = 0; q < kStreams; ++q) {
-      out += fmt::format("{{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": {}, \"tid\": {}, \"args\": {{\"name\": "
-                         "\"{}\"}}}},\n",
-                         st, q, kStreamNames[q]);
-    }
-  }
-  for (size_t i = 0; i < r.trace.size(); ++i) {
-    const TraceEvent& e = r.trace[i];
-    out += fmt::format("{{\"ph\": \"X\", \"name\": \"{}\", \"pid\": {}, \"tid\": {}, \"ts\": {:.3f}, \"dur\": {:.3f}}}{}\n",
-                       e.name, e.stage, e.stream, e.start_s * 1e6, (e.end_s - e.start_s) * 1e6,
-                       i + 1 < r.trace.size() ? "," : "");
-  }
-  out += "]}\n";
-  return out;
-}
-
 }  // namespace tessera::sim

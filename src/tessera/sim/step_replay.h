@@ -68,6 +68,7 @@ struct StepResult {
   double tp_comm_s = 0;      // one stage's tensor-parallel communication per step
   double mfu = 0;            // model FLOPs / (devices x peak x step time)
   int64_t flows = 0, events = 0;  // flow replay: engine flows + tasks, events
+  int64_t simulated_ranks = 0;    // flow replay: ranks whose pipeline (compute, tp, sends) was simulated
   std::vector<TraceEvent> trace;  // flow replay: the pipeline of tp rank 0, dp replica 0
 };
 
@@ -78,7 +79,18 @@ StatusOr<StepResult> ReplayStep(const ClusterSpec& cluster, const PlanSpec& plan
 // and compute as timed tasks; see step_replay_flows.cc for the granularity.
 StatusOr<StepResult> ReplayStepFlows(const ClusterSpec& cluster, const PlanSpec& plan,
                                      Routing routing = Routing::kAdaptive);
-// Chrome trace-event JSON (open in Perfetto or chrome://tracing).
+// The flow replay reduced by symmetry (docs/sim.md, "Simulator scale"): the
+// pipelines of `replicas` data-parallel replicas (whole super-nodes per
+// stage) stand for all of them; every rank's gradient all-reduce is simulated,
+// with each ring's steps merged into one flow per ring edge. full = true is
+// ReplayStepFlows above (every rank, every collective step).
+struct FlowReplayOptions {
+  Routing routing = Routing::kAdaptive;
+  bool full = false;
+  int replicas = 0;  // 0: one super-node's worth (its dp replicas) per stage; rounded up to whole super-nodes
+};
+StatusOr<StepResult> ReplayStepFlows(const ClusterSpec& cluster, const PlanSpec& plan, const FlowReplayOptions& options);
+// Chrome trace-event JSON (open in Perfetto or chrome://tracing); see chrome_trace.h.
 std::string ChromeTraceJson(const StepResult& result);
 
 // Shared by both replays.
