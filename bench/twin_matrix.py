@@ -60,8 +60,8 @@ def layout(dp=1, tp=1, pp=1, ep=1, zero=0, sp=False, recompute="none", mb=4, gb=
 MATRIX = {
     "d64-single": (1, model(64, 2, 2, 32) + layout(mb=8, gb=32)),
     "d256-moe8top1-single": (1, model(256, 4, 8, 64, experts=8, top_k=1) + layout(mb=4, gb=8)),
-    "d512-recomp-single": (1, model(512, 2, 8, 128) + layout(recompute="full", mb=2, gb=4)),
-    "d128-dp2-z0": (2, model(128, 4, 4, 128) + layout(dp=2, zero=0, mb=2, gb=8)),
+    "d512-single": (1, model(512, 2, 8, 128) + layout(mb=2, gb=4)),
+    "d128-dp2-z0-recomp": (2, model(128, 4, 4, 128) + layout(dp=2, zero=0, recompute="full", mb=2, gb=8)),
     "d96-moe4top2-dp2-z3": (2, model(96, 4, 3, 64, experts=4, top_k=2) + layout(dp=2, zero=3, mb=4, gb=16)),
     "d256-tp2-sp": (2, model(256, 3, 8, 64) + layout(tp=2, sp=True, mb=4, gb=8)),
     "d192-pp2-recomp": (2, model(192, 6, 6, 64) + layout(pp=2, recompute="selective", mb=2, gb=8)),

@@ -576,3 +576,51 @@ StatusOr<sim::HostCalibration> MeasureHostCalibration(int threads, int cores, co
 }
 
 }  // namespace tessera::cli
+
+namespace tessera::cli {
+
+StatusOr<sim::OpLine> MeasureSharedCoreContext(const sim::HostCalibration& one, int cores, SweepSize size,
+                                               std::vector<std::string>* report) {
+  sim::OpLine line;
+  line.points.emplace_back(cores, one.context_factor);
+  if (size == SweepSize::kTiny) return line;
+  hal::SetNumThreads(1);
+  sim::HostCalibration isolated = one;
+  isolated.context_factor = 1;
+  for (int ranks : {2 * cores, 4 * cores}) {
+    std::vector<double> factors;
+    for (const models::GptConfig& config : ProbeModelConfigs()) {
+      std::vector<std::unique_ptr<ProbeRank>> probes;
+      for (int i = 0; i < ranks; ++i) {
+        TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ProbeRank> rank, ProbeRank::Create(config, 4, 1 + i));
+        probes.push_back(std::move(rank));
+      }
+      std::vector<double> samples;
+      {
+        size_t next = 1;
+        BusyNeighbours busy(ranks - 1, [&] {
+          ProbeRank* mine = probes[next++].get();
+          return std::function<void()>([mine] { mine->Step(); });
+        });
+        probes[0]->Step();
+        const auto start = Clock::now();
+        for (int i = 0; i < 5 || (Since(start) < 1.0 && i < 200); ++i) samples.push_back(probes[0]->Step());
+      }
+      const double op_sum = sim::OpSumSecondsPerMicroBatch(isolated, TwinModelOf(config), 4);
+      const double share = static_cast<double>(ranks) / cores;
+      factors.push_back(Median(samples) / (op_sum * share));
+      if (report) {
+        report->push_back(fmt::format("{} ranks on {} cores, probe d{}: median {:.3f} ms per micro-batch, op-sum {:.3f} ms "
+                                      "x {:.0f} (time share), factor {:.3f}",
+                                      ranks, cores, config.d_model, 1e3 * Median(samples), 1e3 * op_sum, share,
+                                      factors.back()));
+      }
+    }
+    double sum = 0;
+    for (double f : factors) sum += f;
+    line.points.emplace_back(ranks, sum / static_cast<double>(factors.size()));
+  }
+  return line;
+}
+
+}  // namespace tessera::cli

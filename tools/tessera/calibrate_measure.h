@@ -34,6 +34,14 @@ enum class SweepSize { kFull, kTiny };
 StatusOr<sim::HostCalibration> MeasureHostCalibration(int threads, int cores, const hal::PeakInfo& peak,
                                                       SweepSize size, std::vector<std::string>* report);
 
+// The context factor of 1-thread ranks that outnumber the cores (x = ranks,
+// y = factor, sim::MachineCalibration::context): the probe models' steps
+// with 2x and 4x as many busy ranks (threads) as cores, over their op-sum
+// times the time share; the first point is `one`'s (ranks = cores). Tiny
+// sweeps measure only that first point.
+StatusOr<sim::OpLine> MeasureSharedCoreContext(const sim::HostCalibration& one, int cores, SweepSize size,
+                                               std::vector<std::string>* report);
+
 // The twin's view of a model config.
 sim::TwinModel TwinModelOf(const models::GptConfig& m);
 

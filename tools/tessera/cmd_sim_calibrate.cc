@@ -178,6 +178,7 @@ Status Calibrate(const CalibrateArgs& a) {
   std::vector<std::string> report;
   TESSERA_ASSIGN_OR_RETURN(c.all, MeasureHostCalibration(cores, cores, peak, size, &report));
   TESSERA_ASSIGN_OR_RETURN(c.one, MeasureHostCalibration(1, cores, peak, size, &report));
+  TESSERA_ASSIGN_OR_RETURN(c.context, MeasureSharedCoreContext(c.one, cores, size, &report));
   // Meetings at the job sizes runs use: as many ranks as cores, 2x and 4x.
   for (int ranks : {2, 4, 8}) {
     if (size == SweepSize::kTiny && ranks > 2) break;

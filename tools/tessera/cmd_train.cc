@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "tessera/base/logging.h"
 #include "tessera/comm/api/communicator.h"
 #include "tessera/comm/job_env.h"
 #include "tessera/train/parallel_trainer.h"
@@ -74,6 +75,11 @@ Status RunTrain(const TrainArgs& args) {
   TESSERA_RETURN_IF_ERROR(parallel::ResolveElasticDp(config.parallel, config.model, config.train.global_batch,
                                                      config.train.micro_batch, job.world_size));
   if (config.parallel.is_parallel() || job.world_size > 1) return RunParallel(config, args);
+  if (config.parallel.recompute != "none") {
+    TLOG(WARN, "train.recompute = '{}' is done by the parallel runtime; the single-process trainer keeps every "
+               "activation (run it under `tessera launch` with a parallel layout to recompute)",
+         config.parallel.recompute);
+  }
   train::TrainerOptions options;
   options.force_plain = args.plain;
   SetPinning(options);

@@ -91,6 +91,13 @@ StatusOr<HostCalibration> ReadHost(const TomlTable& t) {
   return h;
 }
 
+// "ranks:factor ..." (OpLine::ParsePoints' format, values unscaled).
+std::string ContextPointsText(const OpLine& l) {
+  std::string s;
+  for (const auto& [x, f] : l.points) s += fmt::format("{}{:.6g}:{:.6g}", s.empty() ? "" : " ", x, f);
+  return s;
+}
+
 std::string HostToml(const char* table, const HostCalibration& h) {
   std::string ops = fmt::format(
       "optimizer_per_tensor_us = {:.4f}\noptimizer_per_param_ns = {:.5f}\ncontext_factor = {:.4f}\n",
@@ -274,6 +281,13 @@ StatusOr<std::vector<TransferSample>> ParseNcclTestsOutput(const std::string& te
   return rows;
 }
 
+double MachineCalibration::ContextFactor(int ranks) const {
+  if (ranks <= 1) return all.context_factor;
+  if (context.points.empty() || ranks <= context.points.front().first) return one.context_factor;
+  if (ranks >= context.points.back().first) return context.points.back().second;
+  return context.At(ranks);
+}
+
 double MachineCalibration::MeetingSeconds(int ranks) const {
   if (ranks <= 1 || meeting.points.empty()) return 0;
   return std::max(0.0, meeting.At(ranks));
@@ -331,6 +345,7 @@ std::string TwinToml(const MachineCalibration& c) {
                    c.link_ranks, c.link_source, c.link.alpha_s / kMicro, c.link.beta_bytes_per_s / kGiga,
                    c.link.rms_rel_error);
   s += fmt::format("\n[meeting]\npoints = \"{}\"  # ranks:microseconds per meeting\n", c.meeting.PointsText());
+  s += fmt::format("\n[context]\npoints = \"{}\"  # ranks:factor (1-thread ranks)\n", ContextPointsText(c.context));
   s += "\n[comm]  # the selector's model of a communicator of N ranks (comm/algo/cost_model.h)\n";
   for (const auto& [ranks, line] : c.comm_models) s += fmt::format("ranks_{} = \"{}\"\n", ranks, line);
   return s;
@@ -370,6 +385,16 @@ StatusOr<MachineCalibration> ParseTwinToml(const std::string& text, const std::s
   if (!points.ok()) return meeting.Error("points", points.status().message());
   c.meeting.points = *std::move(points);
   TESSERA_RETURN_IF_ERROR(meeting.Finish());
+  TESSERA_ASSIGN_OR_RETURN(TomlTable context, t.Table("context"));
+  TESSERA_ASSIGN_OR_RETURN(std::string context_points, context.String("points"));
+  auto factors = OpLine::ParsePoints(context_points);
+  if (!factors.ok()) return context.Error("points", factors.status().message());
+  for (auto& [ranks, factor] : *factors) {
+    factor /= kMicro;  // stored as plain factors, not microseconds
+    if (!(factor > 0)) return context.Error("points", "factors must be > 0");
+  }
+  c.context.points = *std::move(factors);
+  TESSERA_RETURN_IF_ERROR(context.Finish());
   TESSERA_ASSIGN_OR_RETURN(TomlTable comm, t.Table("comm"));
   for (int ranks = 1; ranks <= 1024; ++ranks) {
     const std::string key = fmt::format("ranks_{}", ranks);

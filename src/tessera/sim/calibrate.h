@@ -195,6 +195,12 @@ struct MachineCalibration {
   // on busy cores — by the job's rank count (`tessera sim meeting-probe` at
   // several counts; x = ranks, y = seconds of wall time with every rank busy).
   OpLine meeting;
+  // The context factor of a 1-thread rank by the job's rank count (x =
+  // ranks, y = factor): the probe models' steps with ranks - 1 busy
+  // neighbours vs their op-sum times the cores' time share — what ranks
+  // that outnumber the cores lose beyond the share itself (caches refilled
+  // after every switch, scheduling). The first point is one.context_factor.
+  OpLine context;
   // The communication library's selector model (comm/algo/cost_model.h:
   // inputs and measured constants, algo::SerializeModel) of a communicator
   // of each size, recorded by the meeting probes: the twin prices
@@ -211,6 +217,8 @@ struct MachineCalibration {
   const HostCalibration& PerRank(int ranks) const { return ranks <= 1 ? all : one; }
   // Seconds per meeting of a `ranks`-rank job (0 for one rank).
   double MeetingSeconds(int ranks) const;
+  // The context factor of a rank of a `ranks`-rank job.
+  double ContextFactor(int ranks) const;
 
   // Assumptions the cluster spec needs that cannot be measured here, each
   // with its source (MachineClusterToml writes them as comments).

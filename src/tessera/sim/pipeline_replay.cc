@@ -55,10 +55,11 @@ std::vector<Item> Order(const PipelineCost& c, int stage) {
 }
 
 // Runs the streams' tasks in issue order, each when its dependencies are
-// done, as a fluid processor-sharing schedule: while n tasks run, each
-// stands for `ranks_per_stage` ranks, and with `cores` > 0 they progress
-// at min(1, cores / (n ranks_per_stage)) (a work-conserving scheduler
-// sharing the cores among the runnable ranks; waiting ranks sleep). With
+// done, as a fluid processor-sharing schedule: while n compute tasks run,
+// each stands for `ranks_per_stage` ranks, and with `cores` > 0 every
+// running task progresses at min(1, cores / (n ranks_per_stage)) (a
+// work-conserving scheduler sharing the cores among the runnable ranks;
+// waiting ranks sleep). With
 // cores = 0 every task runs at rate 1 (a list schedule).
 Status Schedule(std::vector<Task>& tasks, const std::vector<std::vector<int>>& stream, double cores,
                 int ranks_per_stage) {
@@ -83,7 +84,11 @@ Status Schedule(std::vector<Task>& tasks, const std::vector<std::vector<int>>& s
       running.push_back(id);
     }
     if (running.empty()) return Internal("pipeline replay deadlocked with {} of {} tasks done", done, tasks.size());
-    const double demand = static_cast<double>(running.size()) * std::max(1, ranks_per_stage);
+    // Ranks computing compete for cores; a gradient reduction in flight
+    // (the communication thread, mostly waiting) does not.
+    double computing = 0;
+    for (int id : running) computing += tasks[id].stream == 0 ? 1 : 0;
+    const double demand = std::max(1.0, computing) * std::max(1, ranks_per_stage);
     const double rate = cores > 0 ? std::min(1.0, cores / demand) : 1.0;
     double step = 1e300;
     for (int id : running) step = std::min(step, left[id] / rate);

@@ -76,8 +76,9 @@ TEST(PipelineReplayTest, RanksSharingCoresSlowDownByTheRunnableCount) {
   EXPECT_NEAR(ReplayPipeline(pipe)->step_time_s, alone, 1e-9);
   pipe.cores = 2;
   const double shared = ReplayPipeline(pipe)->step_time_s;
-  // Total work 4 stages x 2 ranks x (8 x 3 + 0.75) over 2 cores bounds it below.
-  EXPECT_GE(shared, 4 * 2 * (8 * 3.0 + 0.75) / 2 - 1e-9);
+  // The compute work, 4 stages x 2 ranks x (8 x 3 + 0.25 optimizer), over 2
+  // cores bounds it below (gradient reductions wait; they take no core).
+  EXPECT_GE(shared, 4 * 2 * (8 * 3.0 + 0.25) / 2 - 1e-9);
   EXPECT_LT(shared, 4 * alone);
 }
 

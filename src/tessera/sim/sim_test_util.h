@@ -79,6 +79,7 @@ inline MachineCalibration SyntheticMachine() {
   c.all.context_factor = 1.3;
   c.one.context_factor = 1.2;
   c.meeting.points = {{2, 40e-6}, {4, 80e-6}, {8, 200e-6}};
+  c.context.points = {{2, 1.2}, {4, 1.3}, {8, 1.5}};
   c.host_memory_bytes = 16e9;
   c.bf16_peak_flops = 800e9;
   c.link = {3e-6, 5e9, 0.1};

@@ -149,7 +149,7 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
         meetings += 2.0 * (n + (s == 0 ? 1 : 0) + (s == r.pp - 1 ? 1 : 0));
       }
     }
-    const double ctx = h.context_factor;
+    const double ctx = calibration.ContextFactor(out.ranks);
     const double sync_mb = meetings * meeting_s;
     const double extra = tp_mb + ep_mb + pp_mb + sync_mb + gather_mb;
     StageCost c;
@@ -206,7 +206,13 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
   }
   TESSERA_ASSIGN_OR_RETURN(StepResult replay, ReplayPipeline(pipe));
   out.step_s = replay.step_time_s;
-  out.bubble_s = replay.bubble_fraction * replay.step_time_s;
+  // The schedule's own idle time (every rank on a core of its own), and
+  // what sharing the cores adds on top.
+  PipelineCost own = pipe;
+  own.cores = 0;
+  TESSERA_ASSIGN_OR_RETURN(StepResult alone, ReplayPipeline(own));
+  out.bubble_s = alone.bubble_fraction * alone.step_time_s;
+  out.sharing_s = replay.step_time_s - alone.step_time_s;
 
   // Model FLOPs of the whole step (all ranks): 6 N_active per token + attention.
   double active = 0;
@@ -246,6 +252,7 @@ std::string TwinPredictionJson(const TwinPrediction& p) {
                       {"pp_comm_s", p.pp_comm_s},
                       {"sync_s", p.sync_s},
                       {"bubble_s", p.bubble_s},
+                      {"core_sharing_s", p.sharing_s},
                       {"ops_per_micro_batch", p.ops_per_micro_batch},
                       {"model_flops", p.model_flops},
                       {"parameters", p.parameters},
@@ -266,11 +273,11 @@ std::string DescribeTwinPrediction(const TwinPrediction& p) {
   return fmt::format(
       "{} rank(s) x {} thread(s), {} micro-batches per rank, {:.0f} autograd ops per micro-batch\n"
       "step_time_s {:.4f}  gemm {:.4f}  elementwise {:.4f}  op_overhead {:.4f}  optimizer {:.4f}  dp_comm {:.4f}  "
-      "tp_comm {:.4f}  ep_comm {:.4f}  pp_comm {:.4f}  sync {:.4f}  bubble {:.4f}\n"
+      "tp_comm {:.4f}  ep_comm {:.4f}  pp_comm {:.4f}  sync {:.4f}  bubble {:.4f}  core sharing {:.4f}\n"
       "peak memory {:.2f} MB per rank (pipeline stage {}): activations {:.2f}, parameters {:.2f}, gradients {:.2f}, "
       "optimizer state {:.2f}, buffers {:.2f}\n",
       p.ranks, p.threads_per_rank, p.micro_batches, p.ops_per_micro_batch, p.step_s, p.gemm_s, p.elementwise_s,
-      p.overhead_s, p.optimizer_s, p.dp_comm_s, p.tp_comm_s, p.ep_comm_s, p.pp_comm_s, p.sync_s, p.bubble_s,
+      p.overhead_s, p.optimizer_s, p.dp_comm_s, p.tp_comm_s, p.ep_comm_s, p.pp_comm_s, p.sync_s, p.bubble_s, p.sharing_s,
       p.peak_memory_bytes / 1e6, p.activation_stage, p.activation_bytes / 1e6, p.parameter_bytes / 1e6,
       p.gradient_bytes / 1e6, p.optimizer_state_bytes / 1e6, p.buffer_bytes / 1e6);
 }

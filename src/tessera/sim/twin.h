@@ -85,7 +85,8 @@ struct TwinPrediction {
   double ep_comm_s = 0;
   double pp_comm_s = 0;
   double sync_s = 0;          // meetings of ranks inside micro-batches (tp, ep, pp) beyond transfers
-  double bubble_s = 0;
+  double bubble_s = 0;        // pipeline idle time of the schedule itself
+  double sharing_s = 0;       // what ranks outnumbering the cores add (waiting for a core)
   double ops_per_micro_batch = 0;  // autograd ops on the critical stage
   // Memory of the rank with the highest peak (bytes): saved activations
   // (every op output of a micro-batch until its backward, fp32, times the
