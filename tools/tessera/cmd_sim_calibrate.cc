@@ -256,6 +256,14 @@ struct PredictArgs {
 
 Status Predict(const PredictArgs& a) {
   TESSERA_ASSIGN_OR_RETURN(train::TrainConfig config, train::TrainConfig::Load(a.config, a.overrides));
+  if (config.parallel.schedule != "1f1b") {
+    return InvalidArgument("sim predict: the twin models the 1f1b schedule, not parallel.schedule = '{}'",
+                           config.parallel.schedule);
+  }
+  if (config.parallel.precision != "fp32") {
+    return InvalidArgument("sim predict: the twin models fp32 training, not parallel.precision = '{}'",
+                           config.parallel.precision);
+  }
   TESSERA_ASSIGN_OR_RETURN(sim::MachineCalibration c, sim::LoadTwinToml(sim::TwinPathFor(a.cluster)));
   TESSERA_ASSIGN_OR_RETURN(sim::ClusterSpec spec, sim::LoadClusterSpec(a.cluster));
   const sim::TwinModel model = TwinModelOf(config.model);
@@ -271,14 +279,6 @@ Status Predict(const PredictArgs& a) {
                    .recompute = p.recompute == "full"        ? sim::Recompute::kFull
                                 : p.recompute == "selective" ? sim::Recompute::kSelective
                                                              : sim::Recompute::kNone};
-  if (config.parallel.schedule != "1f1b") {
-    return InvalidArgument("sim predict: the twin models the 1f1b schedule, not parallel.schedule = '{}'",
-                           config.parallel.schedule);
-  }
-  if (config.parallel.precision != "fp32") {
-    return InvalidArgument("sim predict: the twin models fp32 training, not parallel.precision = '{}'",
-                           config.parallel.precision);
-  }
   TESSERA_ASSIGN_OR_RETURN(sim::TwinPrediction r, sim::PredictTrainStep(c, spec, model, run));
   if (a.json) {
     std::printf("%s\n", sim::TwinPredictionJson(r).c_str());
