@@ -9,16 +9,13 @@
 // Single-threaded driver; the measured kernels use `threads` threads.
 #pragma once
 
-#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "tessera/base/status.h"
 #include "tessera/hal/peak.h"
-#include "tessera/models/gpt_config.h"
 #include "tessera/sim/calibrate.h"
-#include "tessera/sim/twin.h"
 
 namespace tessera::cli {
 
@@ -33,58 +30,5 @@ enum class SweepSize { kFull, kTiny };
 // errors, one line per kind.
 StatusOr<sim::HostCalibration> MeasureHostCalibration(int threads, int cores, const hal::PeakInfo& peak,
                                                       SweepSize size, std::vector<std::string>* report);
-
-// The context factor of 1-thread ranks that outnumber the cores (x = ranks,
-// y = factor, sim::MachineCalibration::context): the probe models' steps
-// with 2x and 4x as many busy ranks (threads) as cores, over their op-sum
-// times the time share; the first point is `one`'s (ranks = cores). Tiny
-// sweeps measure only that first point.
-StatusOr<sim::OpLine> MeasureSharedCoreContext(const sim::HostCalibration& one, int cores, SweepSize size,
-                                               std::vector<std::string>* report);
-
-// The twin's view of a model config.
-sim::TwinModel TwinModelOf(const models::GptConfig& m);
-
-// The context probes' models: generic shapes from the sweep (width 64,
-// 2 layers, 64 tokens, dense; width 256, 2 layers, 32 tokens, 8 experts
-// top-1).
-std::vector<models::GptConfig> ProbeModelConfigs();
-
-// Seconds of forward + backward per micro-batch of a probe model in real
-// training steps (zero gradients, 4 micro-batches accumulated); the upper
-// median over `seconds` of steps.
-class ProbeRank {
- public:
-  static StatusOr<std::unique_ptr<ProbeRank>> Create(const models::GptConfig& config, int64_t micro_batch,
-                                                     uint64_t seed);
-  ~ProbeRank();
-  double Step();
-  // Forward + backward of every block on its own tape, calling `meet`
-  // after each forward and each backward. Returns seconds.
-  template <typename Meet>
-  double BlockSteps(Meet&& meet);
-  int layers() const;
-  int64_t micro_batch() const { return micro_batch_; }
-  const models::GptConfig& config() const;
-
- private:
-  struct State;
-  ProbeRank(std::unique_ptr<State> state, int64_t micro_batch);
-  void BlockStep(int layer, bool backward);
-  std::unique_ptr<State> state_;
-  int64_t micro_batch_;
-};
-
-template <typename Meet>
-double ProbeRank::BlockSteps(Meet&& meet) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < layers(); ++i) {
-    BlockStep(i, false);
-    meet();
-    BlockStep(i, true);
-    meet();
-  }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 }  // namespace tessera::cli

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "calibrate_measure.h"
+#include "calibrate_probes.h"
 #include "commands.h"
 #include "tessera/base/logging.h"
 #include "tessera/comm/api/communicator.h"
