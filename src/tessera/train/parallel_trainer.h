@@ -16,6 +16,9 @@
 // checkpoint of any layout (or of the single-process Trainer): parameters,
 // AdamW state, loss scale, and the step, which fixes the data order and
 // dropout masks, so training continues as if uninterrupted.
+// With pp > 1, layers move between pipeline stages at step boundaries
+// until the stages' measured compute times agree (parallel.rebalance:
+// StageRebalancer decides, MoveLayers carries the state over).
 // Rank 0 shows the progress bar and writes runs/<name>/ (config.json,
 // metrics.jsonl, summary.json with per-rank memory, communication
 // fraction, pipeline bubble and stage balance; report.html; and with
@@ -112,7 +115,8 @@ class ParallelTrainer {
   // Collective: the state (parameters, AdamW moments and step counts) saved
   // as a sharded checkpoint, this rank's stage rebuilt with layers
   // [first_layer[u], first_layer[u+1]) and the state loaded back into it.
-  Status MoveLayers(int64_t step, const std::vector<int>& first_layer);
+  // false (on every rank): the state could not be saved, nothing changed.
+  StatusOr<bool> MoveLayers(int64_t step, const std::vector<int>& first_layer);
   nlohmann::json RebalanceJson() const;  // summary.json's parallel.rebalance
   Status SetUpCheckpoints();  // resume, and the saver (Create)
   // Fault injection for this step (see the options).

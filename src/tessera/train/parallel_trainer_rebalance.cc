@@ -13,15 +13,6 @@
 #include "tessera/train/parallel_trainer.h"
 
 namespace tessera::train {
-namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0.0 : n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
 
 Status ParallelTrainer::BuildStage(const std::vector<int>& first_layer) {
   const parallel::ParallelConfig& pc = config_.parallel;
@@ -72,13 +63,14 @@ Status ParallelTrainer::MaybeRebalance(int64_t step, const parallel::StepResult&
                 pc.virtual_stages);
   chunk_times_.push_back(res.chunk_compute_s);
   if (static_cast<int>(chunk_times_.size()) < pc.rebalance_every) return Status::Ok();
-  // Each virtual stage's seconds per step: the median over the window, the
+  // Each virtual stage's seconds per step: its fastest step of the window
+  // (other processes, descheduling, page faults only ever add time), the
   // slowest of its replicas (tp, dp ranks), gathered everywhere.
   std::vector<double> mine = {static_cast<double>(mesh_->coord().pp)};
   for (int c = 0; c < pc.virtual_stages; ++c) {
-    std::vector<double> per_step;
-    for (const auto& t : chunk_times_) per_step.push_back(t[c]);
-    mine.push_back(Median(per_step));
+    double fastest = chunk_times_.front()[c];
+    for (const auto& t : chunk_times_) fastest = std::min(fastest, t[c]);
+    mine.push_back(fastest);
   }
   chunk_times_.clear();
   const size_t k = mine.size();
@@ -104,7 +96,12 @@ Status ParallelTrainer::MaybeRebalance(int64_t step, const parallel::StepResult&
     return Status::Ok();
   }
   const std::vector<int> from = rebalancer_->starts();
-  TESSERA_RETURN_IF_ERROR(MoveLayers(step, d.starts));
+  TESSERA_ASSIGN_OR_RETURN(const bool moved, MoveLayers(step, d.starts));
+  if (!moved) {
+    rebalancer_->Abandon("the state could not be saved for the move (see the warning)");
+    message(fmt::format("step {}: pipeline rebalancing abandoned: the state could not be saved", step));
+    return Status::Ok();
+  }
   rebalancer_->Moved(step, d.starts);
   measure_after_ = step + 1;
   message(fmt::format("step {}: pipeline rebalanced, first layers [{}] -> [{}] ({})", step, fmt::join(from, ", "),
@@ -113,7 +110,7 @@ Status ParallelTrainer::MaybeRebalance(int64_t step, const parallel::StepResult&
   return Status::Ok();
 }
 
-Status ParallelTrainer::MoveLayers(int64_t step, const std::vector<int>& first_layer) {
+StatusOr<bool> ParallelTrainer::MoveLayers(int64_t step, const std::vector<int>& first_layer) {
   // Nothing may still read the old optimizer: finish the saves in flight.
   if (checkpointer_) TESSERA_RETURN_IF_ERROR(checkpointer_->Wait());
   if (memory_) {
@@ -129,7 +126,11 @@ Status ParallelTrainer::MoveLayers(int64_t step, const std::vector<int>& first_l
   TESSERA_RETURN_IF_ERROR(world_.Barrier());
   const auto where = [&] { return fmt::format("rank {}: moving pipeline layers at step {}", world_.rank(), step); };
   Status st = SaveShardedCheckpoint(world_, dir, step, *zero_, CheckpointMetadata(step));
-  if (!st.ok()) return st.WithContext(where());
+  if (!st.ok()) {  // every rank has the same verdict; nothing has changed yet: train on as before
+    TLOG(WARN, "{}: cannot save the state to move ({}); the partition stays", where(), st.ToString());
+    if (world_.rank() == 0) std::filesystem::remove_all(dir, ec);
+    return false;
+  }
   step_.reset();  // refers to the stage and the optimizer
   zero_.reset();
   stage_.reset();
@@ -145,7 +146,7 @@ Status ParallelTrainer::MoveLayers(int64_t step, const std::vector<int>& first_l
     std::filesystem::remove(ckpt_root_, ec);  // only if empty (no checkpoints configured)
   }
   if (!loaded.ok()) return loaded.status().WithContext(where());
-  return Status::Ok();
+  return true;
 }
 
 nlohmann::json ParallelTrainer::RebalanceJson() const {

@@ -195,6 +195,17 @@ TEST(PipelineRebalance, OffMovesNothing) {
   EXPECT_EQ(s.parallel["layers_per_chunk"], nlohmann::json({0, 7, 8}));
 }
 
+TEST(PipelineRebalance, StateThatCannotBeSavedKeepsThePartitionAndTrainingGoesOn) {
+  // The move's folder lies under the checkpoint root: an impossible one.
+  TrainSummary s;
+  const RunResult r = Parallel(Unbalanced({"checkpoint.dir=\"/dev/null/no\"", "train.steps=6"}), BadStart(), &s);
+  const nlohmann::json& rb = s.parallel["rebalance"];
+  EXPECT_EQ(r.losses.size(), 6u);
+  EXPECT_EQ(rb["rebalances"].get<int>(), 0) << rb.dump(1);
+  EXPECT_EQ(rb["final_first_layer"], nlohmann::json({0, 7}));
+  EXPECT_NE(rb["outcome"].get<std::string>().find("could not be saved"), std::string::npos) << rb.dump(1);
+}
+
 TEST(PipelineRebalance, BadKeysAreClearErrors) {
   auto bad = TrainConfig::Load(ConfigPath(), {"parallel.rebalance_every=0"});
   ASSERT_FALSE(bad.ok());

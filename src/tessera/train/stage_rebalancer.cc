@@ -86,6 +86,11 @@ void StageRebalancer::Moved(int64_t step, const std::vector<int>& starts) {
   move_steps_.push_back(step);
 }
 
+void StageRebalancer::Abandon(std::string why) {
+  done_ = final_measured_ = true;
+  outcome_ = std::move(why);
+}
+
 nlohmann::json StageRebalancer::ToJson() const {
   nlohmann::json windows = nlohmann::json::array();
   for (const Window& w : windows_) {

@@ -47,6 +47,8 @@ class StageRebalancer {
   // calls Moved() once the layers are in place.
   Decision Observe(int64_t step, const std::vector<double>& stage_s);
   void Moved(int64_t step, const std::vector<int>& starts);
+  // The proposed move could not be made: no more moves or observations.
+  void Abandon(std::string why);
 
   // No further moves will be proposed.
   bool done() const { return done_; }
