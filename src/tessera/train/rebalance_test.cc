@@ -106,8 +106,10 @@ TEST(StageRebalancer, StopsWhenNoPartitionImproves) {
 
 // The parity model with 8 layers on 2 stages, 7 of them on the first.
 std::vector<std::string> Unbalanced(std::vector<std::string> extra) {
+  // 16 steps: even after the most moves (3 + 1 back, at steps 3, 6, 9, 12)
+  // the final partition is measured (steps 14-15).
   std::vector<std::string> o = {"model.n_layers=8", "parallel.pp=2", "parallel.rebalance_every=2",
-                                "train.steps=14"};
+                                "train.steps=16"};
   o.insert(o.end(), extra.begin(), extra.end());
   return o;
 }
@@ -149,7 +151,7 @@ TEST(PipelineRebalance, UnbalancedStartIsRebalancedAndReported) {
   std::vector<int> bounds = rb["final_first_layer"].get<std::vector<int>>();
   bounds.push_back(8);
   EXPECT_EQ(summary["parallel"]["layers_per_chunk"], nlohmann::json(bounds));
-  ASSERT_FALSE(rb["final_spread"].is_null()) << "14 steps leave time to measure the final partition";
+  ASSERT_FALSE(rb["final_spread"].is_null()) << "16 steps leave time to measure the final partition";
   EXPECT_LT(rb["final_spread"].get<double>(), rb["initial_spread"].get<double>());
   EXPECT_FALSE(std::filesystem::exists(out / "parity" / "checkpoints")) << "the move's state folder is removed";
   std::filesystem::remove_all(out);
@@ -159,7 +161,7 @@ TEST(PipelineRebalance, MovingLayersDoesNotChangeTheMath) {
   // dp 2 with ZeRO-1 (the AdamW moments are sharded too) and dropout (its
   // masks follow the layer, wherever it runs).
   const std::vector<std::string> common = {"parallel.dp=2", "parallel.zero=1", "model.dropout=0.1",
-                                           "train.steps=9"};
+                                           "train.steps=7"};
   std::vector<std::string> on = Unbalanced(common), off = Unbalanced(common);
   off.push_back("parallel.rebalance=false");
   TrainSummary moved_summary, still_summary;
@@ -180,13 +182,13 @@ TEST(PipelineRebalance, MovingLayersDoesNotChangeTheMath) {
     for (size_t k = 0; k < a.size(); ++k) ASSERT_NEAR(a[k], b[k], 1e-6 + 1e-5 * std::fabs(b[k])) << name << "[" << k << "]";
   }
   // And both match the single-process run.
-  const RunResult single = SingleProcess({"model.n_layers=8", "model.dropout=0.1", "train.steps=9"});
+  const RunResult single = SingleProcess({"model.n_layers=8", "model.dropout=0.1", "train.steps=7"});
   ExpectMatches(single, moved, 1e-5, "rebalanced vs single process");
 }
 
 TEST(PipelineRebalance, OffMovesNothing) {
   TrainSummary s;
-  Parallel(Unbalanced({"parallel.rebalance=false"}), BadStart(), &s);
+  Parallel(Unbalanced({"parallel.rebalance=false", "train.steps=4"}), BadStart(), &s);  // on, it would move at 3
   const nlohmann::json& rb = s.parallel["rebalance"];
   EXPECT_FALSE(rb["enabled"].get<bool>());
   EXPECT_EQ(rb["rebalances"].get<int>(), 0);
