@@ -106,10 +106,11 @@ TEST(StageRebalancer, StopsWhenNoPartitionImproves) {
 
 // The parity model with 8 layers on 2 stages, 7 of them on the first.
 std::vector<std::string> Unbalanced(std::vector<std::string> extra) {
-  // 16 steps: even after the most moves (3 + 1 back, at steps 3, 6, 9, 12)
-  // the final partition is measured (steps 14-15).
-  std::vector<std::string> o = {"model.n_layers=8", "parallel.pp=2", "parallel.rebalance_every=2",
-                                "train.steps=16"};
+  // Windows of 3 steps (a stage's figure is its fastest: 3 chances to run
+  // undisturbed on a loaded host); 20 steps: even after the most moves (3 +
+  // 1 back, at steps 4, 8, 12, 16) the final partition is measured (18-20).
+  std::vector<std::string> o = {"model.n_layers=8", "parallel.pp=2", "parallel.rebalance_every=3",
+                                "train.steps=20"};
   o.insert(o.end(), extra.begin(), extra.end());
   return o;
 }
@@ -146,12 +147,12 @@ TEST(PipelineRebalance, UnbalancedStartIsRebalancedAndReported) {
   ASSERT_GE(rb["rebalances"].get<int>(), 1);
   EXPECT_NE(rb["final_first_layer"], rb["initial_first_layer"]);
   EXPECT_EQ(rb["rebalance_steps"].size(), rb["rebalances"].get<size_t>());
-  EXPECT_EQ(rb["rebalance_steps"][0].get<int64_t>(), 3) << "the first window: steps 2-3 (step 1 is warm-up)";
+  EXPECT_EQ(rb["rebalance_steps"][0].get<int64_t>(), 4) << "the first window: steps 2-4 (step 1 is warm-up)";
   // The layers really moved, and the final partition was measured better.
   std::vector<int> bounds = rb["final_first_layer"].get<std::vector<int>>();
   bounds.push_back(8);
   EXPECT_EQ(summary["parallel"]["layers_per_chunk"], nlohmann::json(bounds));
-  ASSERT_FALSE(rb["final_spread"].is_null()) << "16 steps leave time to measure the final partition";
+  ASSERT_FALSE(rb["final_spread"].is_null()) << "20 steps leave time to measure the final partition";
   EXPECT_LT(rb["final_spread"].get<double>(), rb["initial_spread"].get<double>());
   EXPECT_FALSE(std::filesystem::exists(out / "parity" / "checkpoints")) << "the move's state folder is removed";
   std::filesystem::remove_all(out);
@@ -186,9 +187,27 @@ TEST(PipelineRebalance, MovingLayersDoesNotChangeTheMath) {
   ExpectMatches(single, moved, 1e-5, "rebalanced vs single process");
 }
 
+TEST(PipelineRebalance, InterleavedVirtualStagesMoveToo) {
+  // 4 virtual stages (2 chunks per rank, the ring order), 5 of 8 layers on
+  // the first: moves between chunks of one rank and between ranks alike.
+  const std::vector<std::string> common = {"parallel.schedule=\"interleaved\"", "parallel.virtual_stages=2",
+                                           "train.steps=7"};
+  std::vector<std::string> on = Unbalanced(common), off = Unbalanced(common);
+  off.push_back("parallel.rebalance=false");
+  ParallelTrainerOptions o;
+  o.first_layer = {0, 5, 6, 7};
+  TrainSummary s;
+  const RunResult moved = Parallel(on, o, &s);
+  const RunResult still = Parallel(off, o);
+  const nlohmann::json& rb = s.parallel["rebalance"];
+  ASSERT_GE(rb["rebalances"].get<int>(), 1) << rb.dump(1);
+  EXPECT_EQ(rb["initial_stage_s"].size(), 4u);
+  ExpectMatches(still, moved, 1e-6, "interleaved, rebalanced vs fixed");
+}
+
 TEST(PipelineRebalance, OffMovesNothing) {
   TrainSummary s;
-  Parallel(Unbalanced({"parallel.rebalance=false", "train.steps=4"}), BadStart(), &s);  // on, it would move at 3
+  Parallel(Unbalanced({"parallel.rebalance=false", "train.steps=5"}), BadStart(), &s);  // on, it would move at 4
   const nlohmann::json& rb = s.parallel["rebalance"];
   EXPECT_FALSE(rb["enabled"].get<bool>());
   EXPECT_EQ(rb["rebalances"].get<int>(), 0);
