@@ -92,6 +92,10 @@ Status ValidateParallelConfig(const ParallelConfig& c, const models::GptConfig& 
     return InvalidArgument("train.loss_scale must be > 0 and train.loss_scale_window >= 1 (got {}, {})",
                            c.loss_scale, c.loss_scale_window);
   }
+  if (c.rebalance_every < 1 || !(c.rebalance_spread > 0 && c.rebalance_spread < 1)) {
+    return InvalidArgument("parallel.rebalance_every = {} must be >= 1 and parallel.rebalance_spread = {} in (0, 1)",
+                           c.rebalance_every, c.rebalance_spread);
+  }
   return Status::Ok();
 }
 

@@ -29,6 +29,13 @@ struct ParallelConfig {
   int64_t device_memory_limit = 0;  // bytes; 0 = no limit
   double loss_scale = 65536;        // fp16: initial dynamic loss scale
   int loss_scale_window = 200;      // fp16: good steps before the scale doubles
+  // Pipeline (pp · virtual_stages > 1): move layers between stages at run
+  // time until the measured stage compute times are within rebalance_spread
+  // ((max - min) / max), measured over windows of rebalance_every steps
+  // (train/stage_rebalancer.h).
+  bool rebalance = true;
+  int rebalance_every = 10;
+  double rebalance_spread = 0.05;
 
   MeshShape mesh() const { return {dp, pp, tp, ep}; }
   int world_size() const { return dp * pp * tp; }

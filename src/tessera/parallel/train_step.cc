@@ -148,6 +148,7 @@ Status TrainStep::RunPipeline(const std::vector<MicroBatchInput>& micro_batches,
   const PipelineStepStats& ps = executor_->last_step();
   for (const PipelineEvent& e : ps.timeline) result->timeline.push_back({e.name, e.category, e.start_s, e.dur_s});
   result->compute_s += ps.busy_s;
+  result->chunk_compute_s = ps.chunk_busy_s;
   result->comm_wait_s += ps.comm_wait_s;
   result->p2p_wait_s += ps.comm_wait_s;
   result->bubble_fraction = ps.bubble_fraction;

@@ -46,6 +46,7 @@ struct StepResult {
   MicroBatchStats stats;
   double step_s = 0;      // forward + backward + reduction wall time
   double compute_s = 0;   // time inside segment forwards and backwards
+  std::vector<double> chunk_compute_s;  // pipeline: compute_s per local chunk
   double comm_wait_s = 0; // time blocked on communication (reductions, pipeline transfers)
   double p2p_wait_s = 0;  // of which pipeline transfers
   double bubble_fraction = 0;  // pipeline: 1 - busy / step of the executor

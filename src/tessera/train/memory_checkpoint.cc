@@ -284,6 +284,12 @@ Status MemoryCheckpointer::Wait() {
   return writer_.Wait();
 }
 
+Status MemoryCheckpointer::ForgetLayout() {
+  Status st = Wait();
+  held_.reset();  // the writer is done with it
+  return st;
+}
+
 Status MemoryCheckpointer::Save(int64_t step, parallel::ZeroOptimizer& zero, const nlohmann::json& metadata) {
   const Status previous = Wait();
   const auto t0 = Clock::now();

@@ -67,6 +67,10 @@ class MemoryCheckpointer {
   // effort, the disk tier is the fallback).
   Status Save(int64_t step, parallel::ZeroOptimizer& zero, const nlohmann::json& metadata);
   Status Wait();
+  // The optimizer's layout changed (pipeline rebalancing moved layers): waits
+  // for the save in flight (its status) so the next Save captures the new
+  // layout. Snapshots of the old layout no longer restore (fingerprint).
+  Status ForgetLayout();
   // After a successful run: deletes this rank's snapshot and the replica it
   // keeps (tmpfs is RAM).
   void Discard();

@@ -7,6 +7,8 @@
 #include <limits>
 #include <thread>
 
+#include <fmt/ranges.h>
+
 #include "tessera/base/error.h"
 #include "tessera/base/knobs.h"
 #include "tessera/base/logging.h"
@@ -89,39 +91,21 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(const TrainCo
     first_layer = starts;
     t->layer_costs_ = costs;
   }
-  auto stage = parallel::GptStage::Create(resolved.model, pc, *t->mesh_, first_layer);
-  if (!stage.ok()) return stage.status().WithContext("building this rank's part of the model");
-  t->stage_ = std::move(stage).value();
-
-  // Memory budget: offload the optimizer state when the training state
-  // would not fit the device tier; fail if it still does not fit.
-  const int64_t n = t->stage_->local_parameters();
-  const int dp = pc.dp;
-  const int64_t params = 4 * (pc.zero == 3 ? n / dp : n);
-  const int64_t grads = 4 * (pc.zero >= 2 ? n / dp : n);
-  const int64_t state = 8 * (pc.zero >= 1 ? n / dp : n);
-  bool offload = pc.offload_optimizer;
-  if (pc.device_memory_limit > 0 && !offload && params + grads + state > pc.device_memory_limit) {
-    offload = true;
-    TLOG(INFO, "rank {}: training state {} B exceeds train.device_memory_limit {} B: optimizer state goes to the "
-         "host tier", world.rank(), params + grads + state, pc.device_memory_limit);
+  if (!options.first_layer.empty()) {  // testing: a given initial partition
+    first_layer = options.first_layer;
+    first_layer.push_back(resolved.model.n_layers);
+    if (static_cast<int>(first_layer.size()) != pc.pp * pc.virtual_stages + 1 || first_layer[0] != 0 ||
+        std::adjacent_find(first_layer.begin(), first_layer.end(), std::greater_equal<int>()) != first_layer.end()) {
+      return InvalidArgument("ParallelTrainerOptions::first_layer [{}] is not a partition of {} layers into {} stages",
+                             fmt::join(options.first_layer, ", "), resolved.model.n_layers, pc.pp * pc.virtual_stages);
+    }
   }
-  if (pc.device_memory_limit > 0 && params + grads > pc.device_memory_limit) {
-    return ResourceExhausted(
-        "rank {}: parameters ({} B) and gradients ({} B) alone exceed train.device_memory_limit = {} B; raise it, "
-        "shard more (parallel.zero = 3, larger tp/pp) or offload",
-        world.rank(), params, grads, pc.device_memory_limit);
+  TESSERA_RETURN_IF_ERROR(t->BuildStage(first_layer));
+  if (pc.rebalance && pc.pp * pc.virtual_stages > 1) {
+    t->rebalancer_ = std::make_unique<StageRebalancer>(
+        t->layer_costs_, std::vector<int>(first_layer.begin(), first_layer.end() - 1), pc.rebalance_spread,
+        StageRebalancer::kDefaultMaxMoves);
   }
-  parallel::ZeroOptions zo;
-  zo.stage = pc.zero;
-  zo.adam.beta1 = resolved.train.beta1;
-  zo.adam.beta2 = resolved.train.beta2;
-  zo.adam.eps = resolved.train.eps;
-  zo.offload_optimizer = offload;
-  auto zero = parallel::ZeroOptimizer::Create(t->stage_->TakeBucketSpecs(resolved.train.weight_decay), zo);
-  if (!zero.ok()) return zero.status().WithContext("building the optimizer");
-  t->zero_ = std::move(zero).value();
-  t->step_ = std::make_unique<parallel::TrainStep>(*t->stage_, *t->zero_, *t->mesh_, pc);
   t->loss_scale_ = pc.precision == "fp16" ? pc.loss_scale : 1.0;
   TESSERA_RETURN_IF_ERROR(t->SetUpCheckpoints());
   return t;
@@ -341,6 +325,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
                                                        {"eval_metric_name", dataset_->metric_name()}}));
       }
     }
+    TESSERA_RETURN_IF_ERROR(MaybeRebalance(step, res, message));
   }
   if (checkpointer_) TESSERA_RETURN_IF_ERROR(checkpointer_->Wait());
   if (memory_) {
@@ -430,6 +415,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
                 {"stage_compute_s", stage_compute},
                 {"stage_balance_spread", max_stage > 0 ? (max_stage - min_stage) / max_stage : 0.0},
                 {"layers_per_chunk", stage_->first_layer()},
+                {"rebalance", RebalanceJson()},
                 {"measured_layer_costs_s", layer_costs_},
                 {"predicted_stage_spread",
                  layer_costs_.empty()

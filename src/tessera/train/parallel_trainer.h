@@ -16,6 +16,9 @@
 // checkpoint of any layout (or of the single-process Trainer): parameters,
 // AdamW state, loss scale, and the step, which fixes the data order and
 // dropout masks, so training continues as if uninterrupted.
+// With pp > 1, layers move between pipeline stages at step boundaries
+// until the stages' measured compute times agree (parallel.rebalance:
+// StageRebalancer decides, MoveLayers carries the state over).
 // Rank 0 shows the progress bar and writes runs/<name>/ (config.json,
 // metrics.jsonl, summary.json with per-rank memory, communication
 // fraction, pipeline bubble and stage balance; report.html; and with
@@ -24,6 +27,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,6 +42,7 @@
 #include "tessera/train/memory_checkpoint.h"
 #include "tessera/train/run_record.h"
 #include "tessera/train/sharded_checkpointer.h"
+#include "tessera/train/stage_rebalancer.h"
 #include "tessera/train/trainer.h"
 
 namespace tessera::train {
@@ -63,6 +68,9 @@ struct ParallelTrainerOptions {
   // node for the in-memory tier's replicas (0: LOCAL_WORLD_SIZE).
   int restart_count = -1;
   int ranks_per_node = 0;
+  // Testing: the initial pipeline partition (first layer of each virtual
+  // stage) instead of the one balanced by measured layer costs.
+  std::vector<int> first_layer;
 };
 
 class ParallelTrainer {
@@ -95,6 +103,21 @@ class ParallelTrainer {
   StatusOr<EvalResult> EvaluateImpl();
   std::vector<parallel::MicroBatchInput> MicroBatches(int64_t step, float loss_scale);
   StatusOr<double> GlobalGradNorm();
+  // This rank's GptStage (layers [first_layer[u], first_layer[u+1]) of its
+  // virtual stages u), ZeroOptimizer and TrainStep (Create, and each move).
+  Status BuildStage(const std::vector<int>& first_layer);
+  // Run-time pipeline rebalancing (parallel_trainer_rebalance.cc): records
+  // this step's per-chunk compute time; at the end of a window gathers every
+  // virtual stage's figures (collective), asks the rebalancer, and moves the
+  // layers when it says so (MoveLayers). `message`: the progress log.
+  Status MaybeRebalance(int64_t step, const parallel::StepResult& res,
+                        const std::function<void(const std::string&)>& message);
+  // Collective: the state (parameters, AdamW moments and step counts) saved
+  // as a sharded checkpoint, this rank's stage rebuilt with layers
+  // [first_layer[u], first_layer[u+1]) and the state loaded back into it.
+  // false (on every rank): the state could not be saved, nothing changed.
+  StatusOr<bool> MoveLayers(int64_t step, const std::vector<int>& first_layer);
+  nlohmann::json RebalanceJson() const;  // summary.json's parallel.rebalance
   Status SetUpCheckpoints();  // resume, and the saver (Create)
   // Fault injection for this step (see the options).
   void InjectGradientFaults(int64_t step);
@@ -126,6 +149,9 @@ class ParallelTrainer {
   std::unique_ptr<parallel::TrainStep> step_;
   std::vector<double> losses_;
   std::vector<double> layer_costs_;  // measured, when the model is pipelined
+  std::unique_ptr<StageRebalancer> rebalancer_;   // parallel.rebalance with pp · virtual_stages > 1
+  std::vector<std::vector<double>> chunk_times_;  // this window's per-step compute seconds per local chunk
+  int64_t measure_after_ = 0;                     // steps up to this one are not measured (warm-up)
   double loss_scale_ = 1.0;
   int64_t good_steps_ = 0;
   // Checkpoints ([checkpoint]): where, the saver, and the first step to run

@@ -120,13 +120,15 @@ inline void Place(Tensor& full, const Tensor& local, int tp_rank) {
   }
 }
 
-inline RunResult Parallel(const std::vector<std::string>& overrides) {
+// `options` (its base replaced by QuietOptions()); `summary`: rank 0's.
+inline RunResult Parallel(const std::vector<std::string>& overrides, const ParallelTrainerOptions& options = {},
+                          TrainSummary* summary = nullptr) {
   const TrainConfig config = Load(overrides);
   const int world = config.parallel.world_size();
   RunResult r;
   std::mutex mu;
   comm::testing::RunRanks(world, comm::testing::TestOptions(), [&](int rank, comm::Communicator& comm) {
-    ParallelTrainerOptions o;
+    ParallelTrainerOptions o = options;
     o.base = QuietOptions();
     auto trainer = ParallelTrainer::Create(config, comm, o);
     ASSERT_TRUE(trainer.ok()) << "rank " << rank << ": " << trainer.status().ToString();
@@ -140,6 +142,7 @@ inline RunResult Parallel(const std::vector<std::string>& overrides) {
     if (rank == 0) {
       r.losses = (*trainer)->losses();
       r.eval = s.eval;
+      if (summary != nullptr) *summary = s;
     }
     for (auto& [name, local] : *params) {
       // Shards by tp rank; replicas (dp, the tied copy on the last stage)

@@ -83,6 +83,12 @@ void BindAll(ConfigSchema& s, TrainConfig& c, EnumText& e, int64_t& model_seed) 
   s.Bind("parallel.sequence_parallel", &p.sequence_parallel, "shard norm/dropout regions along the sequence (tp > 1)");
   s.Bind("parallel.schedule", &p.schedule, "pipeline schedule: gpipe | 1f1b | interleaved");
   s.Bind("parallel.virtual_stages", &p.virtual_stages, "model chunks per pipeline stage (interleaved)");
+  s.Bind("parallel.rebalance", &p.rebalance,
+         "pp > 1: move layers between pipeline stages at run time until their measured compute times are within "
+         "parallel.rebalance_spread (docs/pipeline.md)");
+  s.Bind("parallel.rebalance_every", &p.rebalance_every, "steps per stage-time measurement window of the rebalancer");
+  s.Bind("parallel.rebalance_spread", &p.rebalance_spread,
+         "target (max - min) / max of the pipeline stages' measured compute times");
 
   s.Bind("eval.every", &c.eval.every, "steps between evaluations (0 = end only)");
   s.Bind("eval.samples", &c.eval.samples, "held-out sequences per evaluation");

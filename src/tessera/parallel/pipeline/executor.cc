@@ -87,7 +87,7 @@ class PipelineExecutor::Step {
     } catch (const std::exception& e) {
       return InvalidArgument("{}: forward of chunk {} failed: {}", Where(mb, chunk), chunk, e.what());
     }
-    Event(fmt::format("F mb{} c{}", mb, chunk), "compute", t);
+    ex_.stats_.chunk_busy_s[chunk] += Event(fmt::format("F mb{} c{}", mb, chunk), "compute", t);
     const Tensor& out = f->output;
     if (!out.defined() || !out.requires_grad()) {
       return FailedPrecondition("{}: forward of chunk {} returned {} (it must depend on parameters or the input)",
@@ -136,7 +136,7 @@ class PipelineExecutor::Step {
     } catch (const std::exception& e) {
       return InvalidArgument("{}: backward of chunk {} failed: {}", Where(mb, chunk), chunk, e.what());
     }
-    Event(fmt::format("B mb{} c{}", mb, chunk), "compute", t);
+    ex_.stats_.chunk_busy_s[chunk] += Event(fmt::format("B mb{} c{}", mb, chunk), "compute", t);
     if (!ex_.IsFirstVirtualStage(chunk)) {
       Tensor g = f.input.grad();
       if (!g.defined()) g = Tensor::Zeros(f.input.shape(), f.input.dtype());  // output independent of input
@@ -187,6 +187,7 @@ Status PipelineExecutor::RunStep(const PipelineStage& stage) {
     return InvalidArgument("PipelineExecutor::RunStep: the stage needs a forward and an input_spec callback");
   }
   stats_ = {};
+  stats_.chunk_busy_s.assign(config_.virtual_stages, 0.0);
   const auto schedule =
       BuildPipelineSchedule(config_.schedule, stages_, config_.microbatches, config_.virtual_stages);
   channels_->BeginStep(schedule, config_.virtual_stages);

@@ -78,6 +78,7 @@ struct PipelineEvent {
 struct PipelineStepStats {
   double step_s = 0;           // wall time of RunStep
   double busy_s = 0;           // inside forward and backward (callbacks and Backward)
+  std::vector<double> chunk_busy_s;  // busy_s per local chunk (virtual_stages entries)
   double comm_wait_s = 0;      // blocked on receives and the final flush
   double bubble_fraction = 0;  // 1 - busy_s / step_s
   double loss = 0;             // sum of the losses of this stage's last virtual stage (0 elsewhere)
