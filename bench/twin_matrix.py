@@ -134,7 +134,10 @@ def main():
     a = ap.parse_args()
     binary = os.path.abspath(a.bin)
     names = [n for n in MATRIX if not a.only or n in a.only.split(",")]
-    common = [f"train.steps={a.steps}", "train.log_every=1000", "eval.every=0"]
+    # A minimal final evaluation: its forward pass would otherwise set the
+    # allocator peak (eval batch 64); the twin predicts the training step.
+    common = [f"train.steps={a.steps}", "train.log_every=1000", "eval.every=0", "eval.samples=4", "eval.batch=4",
+              "parallel.rebalance=false"]
     work = tempfile.mkdtemp(prefix="twin_matrix.")
     rows = {n: [] for n in names}  # name -> [(predicted_s, measured_s, predicted_bytes, measured_bytes, flops)]
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {os.uname().nodename} load {open('/proc/loadavg').read().strip()}")

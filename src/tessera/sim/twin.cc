@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tessera/base/partition.h"
 #include "tessera/comm/algo/selector.h"
 #include "tessera/sim/collective_cost.h"
 #include "tessera/sim/pipeline_replay.h"
@@ -74,6 +75,24 @@ Status Validate(const TwinModel& m, const TwinRun& r) {
   return Status::Ok();
 }
 
+// First layer of each pipeline stage.
+std::vector<int> StageStarts(const TwinModel& m, const TwinRun& r, const HostCalibration& h) {
+  if (r.pp <= 1) return {0};
+  TwinRun middle = r;
+  middle.pp = 3;  // stage 1 of 3 holds neither the embedding nor the head
+  auto cost = [&](int s, int first, int n) {
+    StageWork w(h);
+    StageParams p;
+    AddStage(m, middle, s, first, n, w, p);
+    return w.Seconds();
+  };
+  std::vector<double> layer_costs;
+  for (int i = 0; i < m.layers; ++i) layer_costs.push_back(cost(1, i, 1));
+  layer_costs.front() += cost(0, 0, 0);
+  layer_costs.back() += cost(2, 0, 0);
+  return base::PartitionLayers(layer_costs, r.pp);
+}
+
 }  // namespace
 
 StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration, const ClusterSpec& spec,
@@ -104,11 +123,14 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
   pipe.ranks_per_stage = r.dp * r.tp;
   const double act_bytes = tokens * d * 4;
   const double expert_group = std::max(1, r.dp / r.ep);  // replicas of an expert
+  // Stages as the parallel runtime cuts them: balanced by each layer's
+  // cost (the embedding's added to the first layer, head + loss to the
+  // last; base/partition.h), from the twin's own prices.
+  const std::vector<int> first = StageStarts(m, r, h);
   int layer = 0;
   double critical_compute = -1;
   for (int s = 0; s < r.pp; ++s) {
-    // Layers split evenly (the first stages take the remainder).
-    const int n = m.layers / r.pp + (s < m.layers % r.pp ? 1 : 0);
+    const int n = (s + 1 < r.pp ? first[s + 1] : m.layers) - first[s];
     StageWork w(h);
     StageParams p;
     AddStage(m, r, s, layer, n, w, p);

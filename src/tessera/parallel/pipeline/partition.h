@@ -1,32 +1,15 @@
-// Balanced layer partitioning for pipeline parallelism: split a sequence of
-// layers with measured (or modelled) costs into contiguous, non-empty parts
-// so that the most expensive part is as cheap as possible (the pipeline's
-// step time is set by its slowest stage).
-// Thread-safety: pure functions.
+// The pipeline's balanced layer partitioning lives in base/partition.h (the
+// twin partitions its predicted stages the same way); these names keep it
+// where the pipeline code looks for it.
 #pragma once
 
-#include <vector>
-
-#include "tessera/base/status.h"
+#include "tessera/base/partition.h"
 
 namespace tessera::parallel {
 
-// InvalidArgument if parts < 1, parts > layers, or a cost is negative or not
-// finite.
-Status ValidatePartition(const std::vector<double>& layer_costs, int parts);
-
-// First layer index of each of `parts` contiguous non-empty parts (result[0]
-// == 0, strictly increasing) minimizing the maximum part cost; exact
-// (dynamic programming over prefix sums, O(parts * n^2)); among the optimal
-// partitions, one whose cheapest part is as expensive as possible (smallest
-// utilization spread), also exactly. CHECKs
-// ValidatePartition (validate configs first to get the error as a Status).
-std::vector<int> PartitionLayers(const std::vector<double>& layer_costs, int parts);
-
-// Cost of each part given its first layers (as PartitionLayers returns).
-std::vector<double> PartCosts(const std::vector<double>& layer_costs, const std::vector<int>& starts);
-
-// (max - min) / max of the part costs: 0 for perfect balance (0 if max is 0).
-double UtilizationSpread(const std::vector<double>& part_costs);
+using base::PartCosts;
+using base::PartitionLayers;
+using base::UtilizationSpread;
+using base::ValidatePartition;
 
 }  // namespace tessera::parallel

@@ -1,4 +1,4 @@
-#include "tessera/parallel/pipeline/partition.h"
+#include "tessera/base/partition.h"
 
 #include <algorithm>
 #include <functional>
@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-namespace tessera::parallel {
+namespace tessera::base {
 namespace {
 
 // Smallest achievable maximum part cost, then the largest cheapest part
@@ -84,4 +84,4 @@ TEST(PartitionTest, ClearErrors) {
 }
 
 }  // namespace
-}  // namespace tessera::parallel
+}  // namespace tessera::base

@@ -1,4 +1,4 @@
-#include "tessera/parallel/pipeline/partition.h"
+#include "tessera/base/partition.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "tessera/base/check.h"
 
-namespace tessera::parallel {
+namespace tessera::base {
 
 Status ValidatePartition(const std::vector<double>& layer_costs, int parts) {
   const int layers = static_cast<int>(layer_costs.size());
@@ -82,4 +82,4 @@ double UtilizationSpread(const std::vector<double>& part_costs) {
   return *hi > 0 ? (*hi - *lo) / *hi : 0.0;
 }
 
-}  // namespace tessera::parallel
+}  // namespace tessera::base
