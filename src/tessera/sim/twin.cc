@@ -214,7 +214,8 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
     // the flat copy (the single-process trainer's are its gradients).
     double buffers = parallel ? 4 * p.params : 0;
     if (r.zero >= 3 && parallel) buffers += 4 * p.largest_block * 2;
-    buffers += 4 * w.transient_floats;
+    // The backward of the largest op: its output gradient and its inputs'.
+    buffers += 4 * w.transient_floats + 4 * 3 * w.largest_out;
     const double peak = activations + params_b + grads_b + moments_b + buffers;
     if (peak > out.peak_memory_bytes) {
       out.peak_memory_bytes = peak;

@@ -14,6 +14,7 @@ void StageWork::Linear(double m, double n, double k) {
   if (m <= 0 || n <= 0 || k <= 0) return;
   ops += 1;
   out_floats += m * n;
+  largest_out = std::max(largest_out, std::max(m * n, m * k));
   fixed_s += h_->linear.fixed_s;
   Add(h_->linear.Seconds(m, n, k, h_->peak_flops), 1.0 / 3, true);
 }
@@ -28,6 +29,7 @@ void StageWork::Attention(double batch, double seq, double d, double heads) {
 void StageWork::Op(OpKind kind, double elements, double outputs) {
   ops += 1;
   out_floats += outputs >= 0 ? outputs : elements;
+  largest_out = std::max(largest_out, std::max(elements, outputs));
   const OpLine& l = h_->op(kind);
   fixed_s += l.fixed_s;
   Add(l.At(elements), 0.5, false);
@@ -54,6 +56,7 @@ void AddAttentionPart(const TwinModel& m, const TwinRun& r, double mb, StageWork
   const double d_local = d / r.tp;
   const double sp = r.sequence_parallel ? r.tp : 1;
   w.Op(OpKind::kNorm, tokens * d / sp);
+  if (r.sequence_parallel) w.Received(tokens * d);  // all-gather of the normed shard
   for (int i = 0; i < 3; ++i) {
     w.Linear(tokens, d_local, d);
     w.Op(OpKind::kCopy, tokens * d_local);
@@ -65,6 +68,7 @@ void AddAttentionPart(const TwinModel& m, const TwinRun& r, double mb, StageWork
   w.Attention(mb, static_cast<double>(m.seq), d_local, static_cast<double>(m.heads) / r.tp);
   w.Op(OpKind::kCopy, tokens * d_local);
   w.Linear(tokens, d, d_local);
+  if (r.tp > 1) w.Received(tokens * d / sp);  // all-reduce (reduce-scatter) of the output projection
   p.params += d + 4 * d * d_local;
   p.tensors += 5;
 }
@@ -78,11 +82,13 @@ void AddFeedForward(const TwinModel& m, const TwinRun& r, bool moe, double mb, S
   p.params += d;
   p.tensors += 1;
   const int mats = m.gated_ffn ? 3 : 2;
+  if (r.sequence_parallel) w.Received(tokens * d);  // all-gather of the normed shard (MoE: whole sequences)
   if (!moe) {
     const double f = static_cast<double>(m.d_ff) / r.tp;
     for (int i = 0; i < mats - 1; ++i) w.Linear(tokens, f, d);
     w.Op(OpKind::kActivation, tokens * f);
     w.Linear(tokens, d, f);
+    if (r.tp > 1) w.Received(tokens * d / sp);  // all-reduce (reduce-scatter) of the down projection
     p.params += mats * d * f;
     p.tensors += mats;
   } else {
@@ -106,6 +112,8 @@ void AddFeedForward(const TwinModel& m, const TwinRun& r, bool moe, double mb, S
       w.Op(OpKind::kRows, rows);           // gather its gates
       w.Op(OpKind::kPointwise, rows * d);  // scale by the gates
     }
+    // Expert parallel: the rows sent out, received and sent back.
+    if (r.ep > 1) w.Received(3 * tokens * m.top_k * d);
     w.Op(OpKind::kCopy, tokens * m.top_k * d);              // concat
     w.Op(OpKind::kRows, tokens * m.top_k * d, tokens * d);  // scatter-add rows to token order
     p.params += d * e + local * mats * d * f;
@@ -125,6 +133,7 @@ void Merge(StageWork& w, const StageWork& part, bool recomputed, double kept) {
   w.fixed_s += part.fixed_s * (recomputed ? 2 : 1);
   w.ops += part.ops * (recomputed ? 2 : 1);
   w.out_floats += recomputed ? kept : part.out_floats;
+  w.largest_out = std::max(w.largest_out, part.largest_out);
 }
 
 }  // namespace
@@ -134,6 +143,7 @@ void AddStage(const TwinModel& m, const TwinRun& r, int s, int first, int n, Sta
   const double tokens = mb * static_cast<double>(m.seq);
   const double d = static_cast<double>(m.d_model);
   const double sp = r.sequence_parallel ? r.tp : 1;
+  if (s > 0) w.Received(tokens * d / sp);  // the previous stage's activations
   if (s == 0) {
     w.Op(OpKind::kRows, tokens * d / sp);  // embedding lookup
     p.params += static_cast<double>(m.vocab) * d;

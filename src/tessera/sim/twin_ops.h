@@ -24,6 +24,10 @@ class StageWork {
   void Attention(double batch, double seq, double d, double heads);
   // `outputs`: elements of the op's output (default: `elements`).
   void Op(OpKind kind, double elements, double outputs = -1);
+  // The output of a communication op recorded on the tape (tp all-reduce,
+  // sequence-parallel gather / scatter, expert all-to-all, a stage's
+  // received activations): memory only, its time is priced apart.
+  void Received(double elements) { out_floats += elements; }
 
   // Forward + backward seconds, and the split (GEMMs and attention: 1/3
   // forward, element-wise ops: 1/2).
@@ -39,6 +43,9 @@ class StageWork {
   double out_floats = 0;
   // Elements alive only while one recomputed part runs again in the backward.
   double transient_floats = 0;
+  // The largest single op output (elements): the backward of that op holds
+  // its output gradient and its inputs' gradients at once.
+  double largest_out = 0;
 
  private:
   void Add(double seconds, double forward_share, bool gemm);
