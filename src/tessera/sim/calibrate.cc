@@ -52,6 +52,10 @@ StatusOr<HostCalibration> ReadHost(const TomlTable& t) {
     return t.Error("linear_max_efficiency", "linear cost needs max efficiency > 0 and fixed, half dimensions >= 0");
   }
   h.linear.fixed_s *= kMicro;
+  TESSERA_ASSIGN_OR_RETURN(std::string linear_residuals, t.String("linear_residuals", ""));
+  auto lr = Residuals::Parse(linear_residuals);
+  if (!lr.ok()) return t.Error("linear_residuals", lr.status().message());
+  h.linear.residuals = *std::move(lr);
   TESSERA_ASSIGN_OR_RETURN(h.attention.fixed_s, t.Number("attention_fixed_us"));
   TESSERA_ASSIGN_OR_RETURN(h.attention.per_element_s, t.Number("attention_per_element_ns"));
   TESSERA_ASSIGN_OR_RETURN(h.attention.per_score_dim_s, t.Number("attention_per_score_dim_ps"));
@@ -62,6 +66,10 @@ StatusOr<HostCalibration> ReadHost(const TomlTable& t) {
     return t.Error("attention_fixed_us", "attention costs must be >= 0");
   }
   h.attention.fixed_s *= kMicro;
+  TESSERA_ASSIGN_OR_RETURN(std::string attention_residuals, t.String("attention_residuals", ""));
+  auto ar = Residuals::Parse(attention_residuals);
+  if (!ar.ok()) return t.Error("attention_residuals", ar.status().message());
+  h.attention.residuals = *std::move(ar);
   h.attention.per_element_s *= 1e-9;
   h.attention.per_score_dim_s *= 1e-12;
   h.attention.per_score_s *= 1e-9;
@@ -104,14 +112,14 @@ std::string HostToml(const char* table, const HostCalibration& h) {
       h.optimizer_per_tensor_s / kMicro, h.optimizer_per_param_s * 1e9, h.context_factor);
   ops += fmt::format(
       "linear_fixed_us = {:.4f}\nlinear_max_efficiency = {:.4f}\nlinear_half_m = {}\nlinear_half_n = {}\n"
-      "linear_half_k = {}\nlinear_rms_rel_error = {:.4f}\n",
+      "linear_half_k = {}\nlinear_rms_rel_error = {:.4f}\nlinear_residuals = \"{}\"\n",
       h.linear.fixed_s / kMicro, h.linear.max_efficiency, h.linear.half_m, h.linear.half_n, h.linear.half_k,
-      h.linear.rms_rel_error);
+      h.linear.rms_rel_error, h.linear.residuals.Text());
   ops += fmt::format(
       "attention_fixed_us = {:.4f}\nattention_per_element_ns = {:.6f}\nattention_per_score_dim_ps = {:.6f}\n"
-      "attention_per_score_ns = {:.6f}\nattention_rms_rel_error = {:.4f}\n",
+      "attention_per_score_ns = {:.6f}\nattention_rms_rel_error = {:.4f}\nattention_residuals = \"{}\"\n",
       h.attention.fixed_s / kMicro, h.attention.per_element_s * 1e9, h.attention.per_score_dim_s * 1e12,
-      h.attention.per_score_s * 1e9, h.attention.rms_rel_error);
+      h.attention.per_score_s * 1e9, h.attention.rms_rel_error, h.attention.residuals.Text());
   for (int i = 0; i < kOpKinds; ++i) {
     const char* name = OpKindName(static_cast<OpKind>(i));
     ops += fmt::format("{}_fixed_us = {:.4f}\n{}_per_unit_ns = {:.6f}\n{}_points = \"{}\"\n", name,

@@ -31,6 +31,7 @@
 // Pure functions; thread-safe.
 #pragma once
 
+#include <array>
 #include <map>
 #include <string>
 #include <utility>
@@ -96,6 +97,19 @@ struct RelativeFit {
 StatusOr<RelativeFit> FitNonNegativeRelative(const std::vector<std::vector<double>>& features,
                                              const std::vector<double>& y);
 
+// What a fitted curve misses at the measured points: measured / fitted at
+// each sample, in log2 coordinates, interpolated by inverse squared
+// distance over the samples within 2 (log2 units) of the query (1 beyond
+// them): the curve carries the trend, the measurements their detail.
+struct Residuals {
+  std::vector<std::array<double, 4>> points;  // log2 a, log2 b, log2 c, ratio
+  double At(double a, double b, double c) const;
+  void Add(double a, double b, double c, double ratio);
+  // "a,b,c:ratio ..." (the twin TOML's value).
+  std::string Text() const;
+  static StatusOr<Residuals> Parse(const std::string& text);
+};
+
 // Linear layer y[m, n] = x[m, k] W^T, forward and both backward GEMMs with
 // the tape: t = fixed + 6 m n k / (peak max_efficiency q(m) q(n) q(k)),
 // q(d) = d / (d + half_d).
@@ -103,8 +117,11 @@ struct LinearCost {
   double fixed_s = 0;
   double max_efficiency = 0.5;
   double half_m = 0, half_n = 0, half_k = 0;
-  double rms_rel_error = 0;
+  double rms_rel_error = 0;  // of the curve alone
+  Residuals residuals;       // over (m, n, k)
+  // The curve times the residual correction.
   double Seconds(double m, double n, double k, double peak_flops) const;
+  double CurveSeconds(double m, double n, double k, double peak_flops) const;
 };
 struct LinearSample {
   double m = 0, n = 0, k = 0, seconds = 0;
@@ -117,8 +134,10 @@ StatusOr<LinearCost> FitLinearCost(const std::vector<LinearSample>& samples, dou
 // + per_score_dim (bh t^2 dh) + per_score (bh t^2).
 struct AttentionCost {
   double fixed_s = 0, per_element_s = 0, per_score_dim_s = 0, per_score_s = 0;
-  double rms_rel_error = 0;
+  double rms_rel_error = 0;  // of the curve alone
+  Residuals residuals;       // over (bh, t, dh)
   double Seconds(double bh, double t, double dh) const;
+  double CurveSeconds(double bh, double t, double dh) const;
 };
 struct AttentionSample {
   double bh = 0, t = 0, dh = 0, seconds = 0;

@@ -3,6 +3,10 @@
 // the attention cost.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include <fmt/format.h>
 
 #include "tessera/sim/calibrate.h"
 
@@ -99,9 +103,55 @@ StatusOr<RelativeFit> FitNonNegativeRelative(const std::vector<std::vector<doubl
   return InvalidArgument("fit: no non-negative solution");
 }
 
-double LinearCost::Seconds(double m, double n, double k, double peak_flops) const {
+double Residuals::At(double a, double b, double c) const {
+  if (points.empty() || a <= 0 || b <= 0 || c <= 0) return 1;
+  const double la = std::log2(a), lb = std::log2(b), lc = std::log2(c);
+  double sw = 0, sr = 0;
+  for (const auto& p : points) {
+    const double d2 = (p[0] - la) * (p[0] - la) + (p[1] - lb) * (p[1] - lb) + (p[2] - lc) * (p[2] - lc);
+    if (d2 > 4) continue;
+    const double w = 1 / (d2 + 1e-6);
+    sw += w;
+    sr += w * p[3];
+  }
+  return sw > 0 ? sr / sw : 1;
+}
+
+void Residuals::Add(double a, double b, double c, double ratio) {
+  points.push_back({std::log2(a), std::log2(b), std::log2(c), ratio});
+}
+
+std::string Residuals::Text() const {
+  std::string s;
+  for (const auto& p : points) {
+    s += fmt::format("{}{:.6g},{:.6g},{:.6g}:{:.5f}", s.empty() ? "" : " ", std::exp2(p[0]), std::exp2(p[1]),
+                     std::exp2(p[2]), p[3]);
+  }
+  return s;
+}
+
+StatusOr<Residuals> Residuals::Parse(const std::string& text) {
+  Residuals r;
+  std::istringstream in(text);
+  for (std::string item; in >> item;) {
+    double a = 0, b = 0, c = 0, ratio = 0;
+    char tail = 0;
+    if (std::sscanf(item.c_str(), "%lf,%lf,%lf:%lf%c", &a, &b, &c, &ratio, &tail) != 4 || !(a > 0) || !(b > 0) ||
+        !(c > 0) || !(ratio > 0) || !std::isfinite(ratio)) {
+      return InvalidArgument("residual '{}': expected 'a,b,c:ratio' with positive numbers", item);
+    }
+    r.Add(a, b, c, ratio);
+  }
+  return r;
+}
+
+double LinearCost::CurveSeconds(double m, double n, double k, double peak_flops) const {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
   return fixed_s + 6 * m * n * k / (peak_flops * max_efficiency * q(m, half_m) * q(n, half_n) * q(k, half_k));
+}
+
+double LinearCost::Seconds(double m, double n, double k, double peak_flops) const {
+  return CurveSeconds(m, n, k, peak_flops) * residuals.At(m, n, k);
 }
 
 StatusOr<LinearCost> FitLinearCost(const std::vector<LinearSample>& samples, double peak_flops) {
@@ -125,17 +175,24 @@ StatusOr<LinearCost> FitLinearCost(const std::vector<LinearSample>& samples, dou
         if (!fit.ok() || !(fit->coef[1] > 0)) continue;
         if (!found || fit->rms_rel_error < best.rms_rel_error) {
           found = true;
-          best = LinearCost{fit->coef[0], 1 / fit->coef[1], hm, hn, hk, fit->rms_rel_error};
+          best = LinearCost{fit->coef[0], 1 / fit->coef[1], hm, hn, hk, fit->rms_rel_error, {}};
         }
       }
     }
   }
   if (!found) return InvalidArgument("linear fit: time does not grow with the work of the samples");
+  for (const LinearSample& x : samples) {
+    best.residuals.Add(x.m, x.n, x.k, x.seconds / best.CurveSeconds(x.m, x.n, x.k, peak_flops));
+  }
   return best;
 }
 
-double AttentionCost::Seconds(double bh, double t, double dh) const {
+double AttentionCost::CurveSeconds(double bh, double t, double dh) const {
   return fixed_s + per_element_s * bh * t * dh + per_score_dim_s * bh * t * t * dh + per_score_s * bh * t * t;
+}
+
+double AttentionCost::Seconds(double bh, double t, double dh) const {
+  return CurveSeconds(bh, t, dh) * residuals.At(bh, t, dh);
 }
 
 StatusOr<AttentionCost> FitAttentionCost(const std::vector<AttentionSample>& samples) {
@@ -147,7 +204,9 @@ StatusOr<AttentionCost> FitAttentionCost(const std::vector<AttentionSample>& sam
     y.push_back(s.seconds);
   }
   TESSERA_ASSIGN_OR_RETURN(RelativeFit fit, FitNonNegativeRelative(f, y));
-  return AttentionCost{fit.coef[0], fit.coef[1], fit.coef[2], fit.coef[3], fit.rms_rel_error};
+  AttentionCost c{fit.coef[0], fit.coef[1], fit.coef[2], fit.coef[3], fit.rms_rel_error, {}};
+  for (const AttentionSample& s : samples) c.residuals.Add(s.bh, s.t, s.dh, s.seconds / c.CurveSeconds(s.bh, s.t, s.dh));
+  return c;
 }
 
 }  // namespace tessera::sim

@@ -119,7 +119,7 @@ MachineCalibration Machine() { return sim::testing::SyntheticMachine(); }
 // error.
 TEST(CalibrateFit, LinearCostRecoversShapeAwareEfficiency) {
   const double peak = 100e9;
-  const LinearCost truth{5e-6, 0.7, 32, 8, 64, 0};
+  const LinearCost truth{5e-6, 0.7, 32, 8, 64, 0, {}};
   std::vector<LinearSample> s;
   for (double m : {16, 64, 256, 1024, 4096}) {
     for (double n : {32, 128, 512, 2048}) {
@@ -143,6 +143,18 @@ TEST(CalibrateFit, LinearCostRecoversShapeAwareEfficiency) {
     EXPECT_NEAR(f->Seconds(m, 300, 200, peak) / truth.Seconds(m, 300, 200, peak), 1.0, 0.08) << m;
   }
   EXPECT_GT(f->rms_rel_error, 0.02);
+  // The residual correction returns the measurements at the measured
+  // shapes (the curve alone is off by the noise), round-trips as text and
+  // rejects garbage.
+  for (const LinearSample& x : {s[0], s[7], s[20]}) {
+    EXPECT_NEAR(f->Seconds(x.m, x.n, x.k, peak) / x.seconds, 1.0, 1e-3);
+  }
+  auto back = Residuals::Parse(f->residuals.Text());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_NEAR(back->At(700, 300, 200), f->residuals.At(700, 300, 200), 1e-4);
+  EXPECT_EQ(Residuals().At(1, 2, 3), 1.0);
+  EXPECT_FALSE(Residuals::Parse("1,2:3").ok());
+  EXPECT_FALSE(Residuals::Parse("1,2,3:-1").ok());
   EXPECT_FALSE(FitLinearCost({s[0], s[1], s[2]}, peak).ok());  // too few
   EXPECT_FALSE(FitLinearCost(s, 0).ok());
   std::vector<LinearSample> falling = {{16, 32, 32, 4e-3}, {64, 64, 64, 3e-3}, {256, 256, 256, 2e-3},
@@ -151,7 +163,7 @@ TEST(CalibrateFit, LinearCostRecoversShapeAwareEfficiency) {
 }
 
 TEST(CalibrateFit, AttentionCostAndNonNegativeLeastSquares) {
-  const AttentionCost truth{4e-6, 2e-9, 3e-11, 5e-10, 0};
+  const AttentionCost truth{4e-6, 2e-9, 3e-11, 5e-10, 0, {}};
   std::vector<AttentionSample> s;
   for (double t : {16, 32, 64, 128, 256, 512}) {
     for (double dh : {16, 32, 64, 128}) {
@@ -274,10 +286,10 @@ TwinModel DenseModel() {
 TEST(Twin, CountsTheModelWork) {
   // Ideal machine: linear layers at peak, attention at peak, no other cost.
   MachineCalibration c = Machine();
-  c.all.linear = {0, 1.0, 0, 0, 0, 0};
+  c.all.linear = {0, 1.0, 0, 0, 0, 0, {}};
   for (OpLine& o : c.all.ops) o = {0, 0, {}};
   // Attention at peak: 12 B H T^2 Dh FLOPs forward + backward.
-  c.all.attention = {0, 0, 12.0 / c.all.peak_flops, 0, 0};
+  c.all.attention = {0, 0, 12.0 / c.all.peak_flops, 0, 0, {}};
   auto spec = ParseClusterSpec(MachineClusterToml(c, 1), "x");
   ASSERT_TRUE(spec.ok());
   const TwinModel m = DenseModel();

@@ -62,8 +62,8 @@ inline HostCalibration SyntheticHost(int threads, double peak) {
   h.kernel_overhead_s = 0.3e-6;
   h.elementwise_bytes_per_s = 100e9 * threads;
   h.autograd_op_s = 1.5e-6;
-  h.linear = {2e-6, 0.6, 16, 8, 8, 0};
-  h.attention = {3e-6, 1e-9, 2e-11, 1e-10, 0};
+  h.linear = {2e-6, 0.6, 16, 8, 8, 0, {}};
+  h.attention = {3e-6, 1e-9, 2e-11, 1e-10, 0, {}};
   h.optimizer_per_tensor_s = 1e-6;
   h.optimizer_per_param_s = 2e-9;
   for (int i = 0; i < kOpKinds; ++i) h.ops[i] = {1e-6 * (i + 1), 0.5e-9, {{10, 2e-6 * (i + 1)}, {1e4, 9e-6 * (i + 1)}}};
