@@ -5,43 +5,44 @@
 #include <limits>
 
 #include "tessera/base/check.h"
+#include "tessera/comm/algo/network_cost.h"
 
 namespace tessera::sim {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-int CeilLog2(int n) {
-  int k = 0;
-  while ((1 << k) < n) ++k;
-  return k;
-}
-bool PowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
-
-// One-level costs over n ranks with link `l`. `full` = the bytes each rank
-// holds at the end of an all-gather (or starts a reduce-scatter with).
-double RingOneWay(int n, double full, const LevelLink& l) {
+// One-level costs over n ranks with link `l`: the communication library's
+// own formulas (comm/algo/network_cost.h; no reduction or copy terms here).
+// `full` = the bytes each rank holds at the end of an all-gather (or starts
+// a reduce-scatter with).
+double Net(comm::algo::Algorithm algo, comm::CollectiveKind kind, int n, double unit, const LevelLink& l) {
   if (n <= 1) return 0;
-  return (n - 1) * l.latency + (n - 1) * full / n / l.bw;
+  return comm::algo::NetworkAlgorithmSeconds(algo, kind, n, unit, comm::algo::LinkConstants{l.latency, 1 / l.bw})
+      .value_or(kInf);
 }
+using comm::algo::Algorithm;
+using CK = comm::CollectiveKind;
+double RingOneWay(int n, double full, const LevelLink& l) { return Net(Algorithm::kRing, CK::kAllGather, n, full / n, l); }
 double HdOneWay(int n, double full, const LevelLink& l) {
-  if (n <= 1) return 0;
-  double t = CeilLog2(n) * l.latency + (n - 1) * full / n / l.bw;
-  if (!PowerOfTwo(n)) t += l.latency + full / l.bw;  // fold the extra ranks in (or out)
-  return t;
+  return Net(Algorithm::kHalvingDoubling, CK::kAllGather, n, full / n, l);
 }
 double TreeAllReduce(int n, double bytes, const LevelLink& l) {
-  if (n <= 1) return 0;
-  return 2.0 * CeilLog2(n) * (l.latency + bytes / l.bw);
+  return Net(Algorithm::kBinomialTree, CK::kAllReduce, n, bytes, l);
 }
 double OneWay(CollectiveAlgo algo, int n, double full, const LevelLink& l) {
   return algo == CollectiveAlgo::kHalvingDoubling ? HdOneWay(n, full, l) : RingOneWay(n, full, l);
+}
+double AllReduce(CollectiveAlgo algo, int n, double bytes, const LevelLink& l) {
+  return Net(algo == CollectiveAlgo::kHalvingDoubling ? Algorithm::kHalvingDoubling : Algorithm::kRing, CK::kAllReduce,
+             n, bytes, l);
 }
 double BestOneWay(int n, double full, const LevelLink& l) {
   return std::min(RingOneWay(n, full, l), HdOneWay(n, full, l));
 }
 double BestAllReduce(int n, double bytes, const LevelLink& l) {
-  return std::min({2 * RingOneWay(n, bytes, l), 2 * HdOneWay(n, bytes, l), TreeAllReduce(n, bytes, l)});
+  return std::min({AllReduce(CollectiveAlgo::kRing, n, bytes, l), AllReduce(CollectiveAlgo::kHalvingDoubling, n, bytes, l),
+                   TreeAllReduce(n, bytes, l)});
 }
 
 struct Layout {
@@ -63,7 +64,7 @@ double Cost(CollectiveKind kind, CollectiveAlgo algo, double s, const Layout& L)
     case CollectiveKind::kAllReduce:
       switch (algo) {
         case CollectiveAlgo::kRing:
-        case CollectiveAlgo::kHalvingDoubling: return 2 * OneWay(algo, L.n, s, flat);
+        case CollectiveAlgo::kHalvingDoubling: return AllReduce(algo, L.n, s, flat);
         case CollectiveAlgo::kTree: return TreeAllReduce(L.n, s, flat);
         case CollectiveAlgo::kHierarchical:
           if (!two_level) return kInf;
@@ -92,12 +93,15 @@ double Cost(CollectiveKind kind, CollectiveAlgo algo, double s, const Layout& L)
     case CollectiveKind::kBroadcast:
     case CollectiveKind::kReduce:
       switch (algo) {
-        case CollectiveAlgo::kTree: return CeilLog2(L.n) * (flat.latency + s / flat.bw);
+        case CollectiveAlgo::kTree:
+          return Net(Algorithm::kBinomialTree, kind == CollectiveKind::kBroadcast ? CK::kBroadcast : CK::kReduce, L.n, s,
+                     flat);
         // Pipelined chain: the message streams through n-1 hops.
-        case CollectiveAlgo::kRing: return L.n <= 1 ? 0 : (L.n - 1) * flat.latency + s / flat.bw;
+        case CollectiveAlgo::kRing: return Net(Algorithm::kRing, CK::kBroadcast, L.n, s, flat);
         case CollectiveAlgo::kHierarchical:
           if (!two_level) return kInf;
-          return CeilLog2(L.g) * (L.inter.latency + s / L.inter.bw) + CeilLog2(L.m) * (L.intra.latency + s / L.intra.bw);
+          return Net(Algorithm::kBinomialTree, CK::kBroadcast, L.g, s, L.inter) +
+                 Net(Algorithm::kBinomialTree, CK::kBroadcast, L.m, s, L.intra);
         default: return kInf;
       }
   }

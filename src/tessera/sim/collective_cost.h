@@ -6,10 +6,13 @@
 // one rank per super-node). Intra-super-node steps run at the fabric's
 // endpoint bandwidth B1 and path latency a1; steps between super-nodes at
 // the scale-out endpoint bandwidth B2 (divided by the network's leaf
-// oversubscription) and latency a2. Per algorithm (n ranks, S bytes):
+// oversubscription) and latency a2. Per algorithm (n ranks, S bytes) the
+// communication library's own formulas (comm/algo/network_cost.h — one
+// α-β model for the selector and the simulator):
 //   ring all-reduce        2(n-1) a + 2(n-1)/n S/B
-//   halving-doubling       2 log2(n) a + 2(n-1)/n S/B (+2(a + S/B) if n is not a power of two)
-//   tree (binomial)        2 log2(n) (a + S/B)
+//   halving-doubling       2 log2(p) a + 2(p-1)/p S/B, p = the power of two <= n
+//                          (+2(a + S/B) folding the n - p extra ranks in and out)
+//   tree (binomial)        2 ceil(log2 n) (a + S/B)
 //   hierarchical           intra reduce-scatter + inter all-reduce of S/m + intra all-gather
 //   pairwise all-to-all    (n-1) a + max(intra share / B1, inter share / B2)
 // all-gather / reduce-scatter take the one-way halves. kAuto picks the

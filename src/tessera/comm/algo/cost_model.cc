@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/base/knobs.h"
+#include "tessera/comm/algo/network_cost.h"
 #include "tessera/comm/transport/shm/waiter.h"
 
 namespace tessera::comm::algo {
@@ -25,18 +26,6 @@ base::Knob<std::string> kCostCacheKnob("TESSERA_COMM_MODEL_CACHE", "",
                                        "off = measure every time");
 
 constexpr int kCacheVersion = 8;
-
-double Log2Ceil(int n) {
-  int l = 0;
-  while ((1 << l) < n) ++l;
-  return l;
-}
-
-int PowerOfTwoFloor(int n) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  return p;
-}
 
 double Chunks(double bytes, double per_chunk) { return bytes <= 0 ? 0 : std::ceil(bytes / std::max(per_chunk, 1.0)); }
 
@@ -158,7 +147,7 @@ std::optional<double> PredictSeconds(Algorithm algo, const CollectiveArgs& a, co
   const double s = static_cast<double>(a.count * a.ElementSize());  // the op's per-rank unit
   const double lat = c.p2p_latency_s, pb = c.p2p_s_per_byte;
   const double bar = c.barrier_s, cp = c.copy_s_per_byte, rd = c.reduce_s_per_byte;
-  const double logn = Log2Ceil(in.size);
+  const LinkConstants link{lat, pb, rd, cp};
   using K = CollectiveKind;
   switch (algo) {
     case Algorithm::kShmDirect: {
@@ -200,37 +189,16 @@ std::optional<double> PredictSeconds(Algorithm algo, const CollectiveArgs& a, co
     case Algorithm::kShmTwoPhase:
       if (!shm || (a.kind != K::kAllReduce && a.kind != K::kReduce)) return std::nullopt;
       return (Chunks(s, w * n / (n + 1)) + 1) * bar + s * cp * (2 + 1 / n) + s * rd;
+    // The point-to-point algorithms: the formulas shared with the cluster
+    // simulator (network_cost.h), for the kinds this library runs them for.
     case Algorithm::kRing:
-      switch (a.kind) {
-        case K::kAllReduce: return 2 * (n - 1) * lat + 2 * (n - 1) / n * s * pb + (n - 1) / n * s * rd + s * cp;
-        case K::kAllGather: return (n - 1) * (lat + s * pb) + s * cp;
-        case K::kReduceScatter: return (n - 1) * (lat + s * pb) + (n - 1) * s * rd + n * s * cp;
-        default: return std::nullopt;
-      }
-    case Algorithm::kHalvingDoubling: {
+      if (a.kind != K::kAllReduce && a.kind != K::kAllGather && a.kind != K::kReduceScatter) return std::nullopt;
+      return NetworkAlgorithmSeconds(algo, a.kind, in.size, s, link);
+    case Algorithm::kHalvingDoubling:
       if (a.kind != K::kAllReduce) return std::nullopt;
-      const double p = PowerOfTwoFloor(in.size);
-      const bool extra = p != n;
-      const double steps = 2 * std::log2(p) + (extra ? 2 : 0);
-      const double bytes = 2 * (p - 1) / p * s + (extra ? 2 * s : 0);
-      return steps * lat + bytes * pb + ((p - 1) / p * s + (extra ? s : 0)) * rd + s * cp;
-    }
+      return NetworkAlgorithmSeconds(algo, a.kind, in.size, s, link);
     case Algorithm::kBinomialTree:
-      switch (a.kind) {
-        case K::kAllReduce: return 2 * logn * (lat + s * pb) + logn * s * rd + s * cp;
-        case K::kReduce: return logn * (lat + s * pb) + logn * s * rd + s * cp;
-        case K::kBroadcast: return logn * (lat + s * pb);
-        case K::kBarrier: return logn * lat;
-        default: return std::nullopt;
-      }
-    case Algorithm::kPairwise:
-      switch (a.kind) {
-        case K::kAllToAll:
-        case K::kAllToAllV:
-        case K::kGather:
-        case K::kScatter: return (n - 1) * (lat + s * pb) + s * cp;
-        default: return std::nullopt;
-      }
+    case Algorithm::kPairwise: return NetworkAlgorithmSeconds(algo, a.kind, in.size, s, link);
     case Algorithm::kHierarchical: return std::nullopt;  // priced by the selector from its sub-groups
   }
   return std::nullopt;
