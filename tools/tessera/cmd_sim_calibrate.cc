@@ -52,11 +52,11 @@ double Median(std::vector<double> v) {
 }
 
 // `tessera sim meeting-probe`, run by `tessera sim calibrate` as a job of
-// 1-thread ranks (one per core) under `tessera launch`: every rank runs
+// 1-thread ranks (2, 4 and 8 of them) under `tessera launch`: every rank runs
 // forward + backward of the probe's blocks (BlockSteps) in alternating
-// rounds, free-running and meeting the others after every block's forward
-// and backward with a one-element all-reduce (as ranks meet at every tp
-// all-reduce, ep all-to-all or pp send). A round takes its slowest rank's
+// rounds, free-running and meeting its partner (ranks 2i and 2i+1) after
+// every block's forward and backward with a one-element all-reduce (as
+// ranks meet at every tp all-reduce, ep all-to-all or pp send). A round takes its slowest rank's
 // time. Rank 0 prints "meeting_us X": (median lockstep round - median free
 // round) / meetings per round: what each meeting inside a step costs
 // beyond its transfer (skew between the ranks, handing the collective to
@@ -70,10 +70,13 @@ Status MeetingProbe(int rounds_per_kind) {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ProbeRank> probe, ProbeRank::Create(config, 4, 1 + c.rank()));
   const int kRounds = std::max(1, rounds_per_kind), kStepsPerRound = 6;
   const int meetings_per_round = kStepsPerRound * 2 * config.n_layers;
+  // Ranks meet in pairs, as tensor-, expert- and pipeline-parallel
+  // partners do (groups of 2 are what layouts on a few cores use).
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> pair, c.Split(c.rank() / 2, c.rank()));
   Status failed;
   auto meet = [&] {
     float one = 1;
-    if (Status st = c.AllReduce(&one, &one, 1, comm::DataType::kFloat32, comm::ReduceOp::kSum); !st.ok()) {
+    if (Status st = pair->AllReduce(&one, &one, 1, comm::DataType::kFloat32, comm::ReduceOp::kSum); !st.ok()) {
       failed = st;
     }
   };
