@@ -122,6 +122,26 @@ def fit_scale(xs, ys):
     return best[1]
 
 
+def markdown(path):
+    """Prints a --json result as the markdown table docs/twin.md quotes."""
+    r = json.load(open(path))
+    print("| config | ranks | predicted s | measured s | twin | best constant | FLOP-prop. | memory pred / meas MiB | memory |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for t in r["configs"]:
+        print(f"| {t['config']} | {t['ranks']} | {t['predicted_s']:.4f} | {t['measured_s']:.4f} | "
+              f"{100 * t['error']:+.1f} % | {100 * t['constant_error']:+.1f} % | {100 * t['flops_error']:+.1f} % | "
+              f"{t['predicted_memory_bytes'] / 2**20:.1f} / {t['measured_memory_bytes'] / 2**20:.1f} | "
+              f"{100 * t['memory_error']:+.1f} % |")
+    tw, co, fl, me = r["twin"], r["constant"], r["flops"], r["memory"]
+    print(f"| **median / max \\|error\\|** | | | | **{100 * tw[0]:.1f} / {100 * tw[1]:.1f} %** | "
+          f"{100 * co[0]:.1f} / {100 * co[1]:.0f} % | {100 * fl[0]:.1f} / {100 * fl[1]:.1f} % | | "
+          f"{100 * me[0]:.1f} / {100 * me[1]:.1f} % |")
+    print()
+    print(f"Step-time span {r['span']:.1f}x, {r['rounds']} round(s). Checks: " +
+          ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in r["checks"].items()))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build/bin/tessera"))
@@ -131,7 +151,10 @@ def main():
     ap.add_argument("--cluster", default=os.path.join(ROOT, "configs/clusters/this-machine.toml"))
     ap.add_argument("--only", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--markdown", default="", help="render a --json result file as docs' markdown and exit")
     a = ap.parse_args()
+    if a.markdown:
+        return markdown(a.markdown)
     binary = os.path.abspath(a.bin)
     names = [n for n in MATRIX if not a.only or n in a.only.split(",")]
     # A minimal final evaluation: its forward pass would otherwise set the
