@@ -39,8 +39,8 @@ StatusOr<StepBreakdown> EvaluateCalibrated(const ModelSpec& m, const sim::Cluste
   if (p.schedule != Schedule::kOneFOneB || p.vpp > 1) {
     return InvalidArgument("plan [{}]: the calibrated twin models the 1F1B schedule only", p.ToString());
   }
-  if (p.recompute != Recompute::kNone || p.offload_optimizer) {
-    return InvalidArgument("plan [{}]: the calibrated twin models no recompute and no offload", p.ToString());
+  if (p.offload_optimizer) {
+    return InvalidArgument("plan [{}]: the calibrated twin models no optimizer offload", p.ToString());
   }
   TESSERA_ASSIGN_OR_RETURN(StepBreakdown out, EvaluatePlan(m, c, p));
   TESSERA_ASSIGN_OR_RETURN(sim::TwinModel model, TwinModelFor(m));
@@ -51,7 +51,11 @@ StatusOr<StepBreakdown> EvaluateCalibrated(const ModelSpec& m, const sim::Cluste
                          .tp = p.tp,
                          .pp = p.pp,
                          .ep = p.ep,
-                         .zero = p.zero};
+                         .zero = p.zero,
+                         .sequence_parallel = p.sequence_parallel && p.tp > 1,
+                         .recompute = p.recompute == Recompute::kFull        ? sim::Recompute::kFull
+                                      : p.recompute == Recompute::kSelective ? sim::Recompute::kSelective
+                                                                              : sim::Recompute::kNone};
   TESSERA_ASSIGN_OR_RETURN(sim::TwinPrediction t, sim::PredictTrainStep(calibration, c, model, run));
   out.step_time = t.step_s;
   out.compute = t.gemm_s + t.elementwise_s;

@@ -9,7 +9,8 @@
 // planner's (EvaluatePlan).
 // The twin models Tessera's own GPT in fp32: standard multi-head attention
 // (no GQA, no MLA), no shared experts, no biases; the plan must use
-// --precision fp32, the 1F1B schedule, no recompute and no offload. Other
+// --precision fp32, the 1F1B schedule and no offload (recompute and
+// sequence parallelism are the twin's). Other
 // inputs are errors naming the field.
 // Pure functions of their arguments; thread-safe.
 #pragma once

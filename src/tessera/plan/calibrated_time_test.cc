@@ -75,8 +75,16 @@ TEST(CalibratedTimeTest, RejectsWhatTheTwinCannotPrice) {
   ASSERT_FALSE(bf16.ok());
   EXPECT_NE(bf16.status().message().find("fp32"), std::string::npos);
   p = Fp32Plan(2, 1, 1);
-  p.recompute = Recompute::kFull;
+  p.offload_optimizer = true;
   EXPECT_FALSE(EvaluateCalibrated(m, *cluster, p, c).ok());
+  // Recompute is the twin's: slower than without, fewer activations.
+  p = Fp32Plan(2, 1, 1);
+  auto plain = EvaluateCalibrated(m, *cluster, p, c);
+  p.recompute = Recompute::kFull;
+  auto full = EvaluateCalibrated(m, *cluster, p, c);
+  ASSERT_TRUE(plain.ok() && full.ok()) << full.status().ToString();
+  EXPECT_GT(full->step_time, plain->step_time);
+  EXPECT_LT(full->memory.activations, plain->memory.activations);
   auto mla = TwinModelFor(TestModel("deepseek-v3.toml"));
   ASSERT_FALSE(mla.ok());
   EXPECT_NE(mla.status().message().find("latent"), std::string::npos);
