@@ -280,9 +280,11 @@ Status Predict(const PredictArgs& a) {
                    .ep = p.ep,
                    .zero = p.zero,
                    .sequence_parallel = p.sequence_parallel && p.tp > 1,
-                   .recompute = p.recompute == "full"        ? sim::Recompute::kFull
-                                : p.recompute == "selective" ? sim::Recompute::kSelective
-                                                             : sim::Recompute::kNone};
+                   // The single-process trainer does not recompute (tessera train warns).
+                   .recompute = !p.is_parallel()              ? sim::Recompute::kNone
+                                : p.recompute == "full"       ? sim::Recompute::kFull
+                                : p.recompute == "selective"  ? sim::Recompute::kSelective
+                                                              : sim::Recompute::kNone};
   TESSERA_ASSIGN_OR_RETURN(sim::TwinPrediction r, sim::PredictTrainStep(c, spec, model, run));
   if (a.json) {
     std::printf("%s\n", sim::TwinPredictionJson(r).c_str());
