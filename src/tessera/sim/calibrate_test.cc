@@ -272,16 +272,7 @@ TEST(CalibrateSpec, TwinTomlRoundTrips) {
   EXPECT_NE(bad.status().message().find("context_factor"), std::string::npos);
 }
 
-TwinModel DenseModel() {
-  TwinModel m;
-  m.vocab = 64;
-  m.seq = 32;
-  m.layers = 4;
-  m.d_model = 128;
-  m.heads = 4;
-  m.d_ff = 384;
-  return m;
-}
+TwinModel DenseModel() { return sim::testing::SmallDenseModel(32); }
 
 TEST(Twin, CountsTheModelWork) {
   // Ideal machine: linear layers at peak, attention at peak, no other cost.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "tessera/sim/calibrate.h"
+#include "tessera/sim/twin.h"
 #include "tessera/sim/cluster_spec.h"
 #include "tessera/sim/simulate.h"
 
@@ -68,6 +69,18 @@ inline HostCalibration SyntheticHost(int threads, double peak) {
   h.optimizer_per_param_s = 2e-9;
   for (int i = 0; i < kOpKinds; ++i) h.ops[i] = {1e-6 * (i + 1), 0.5e-9, {{10, 2e-6 * (i + 1)}, {1e4, 9e-6 * (i + 1)}}};
   return h;
+}
+
+// A small dense GPT for the twin's tests (4 layers, width 128, 4 heads).
+inline TwinModel SmallDenseModel(int64_t seq) {
+  TwinModel m;
+  m.vocab = 64;
+  m.seq = seq;
+  m.layers = 4;
+  m.d_model = 128;
+  m.heads = 4;
+  m.d_ff = 384;
+  return m;
 }
 
 inline MachineCalibration SyntheticMachine() {

@@ -12,16 +12,7 @@
 namespace tessera::sim {
 namespace {
 
-TwinModel Model() {
-  TwinModel m;
-  m.vocab = 64;
-  m.seq = 64;
-  m.layers = 4;
-  m.d_model = 128;
-  m.heads = 4;
-  m.d_ff = 384;
-  return m;
-}
+TwinModel Model() { return testing::SmallDenseModel(64); }
 
 ClusterSpec Spec(const MachineCalibration& c, int ranks) {
   auto spec = ParseClusterSpec(MachineClusterToml(c, ranks), "x");
