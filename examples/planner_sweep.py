@@ -23,7 +23,7 @@ import tessera  # noqa: E402
 
 MODEL = "configs/models/gpt3-175b.toml"
 CLUSTER = "configs/clusters/a100-dgx.toml"
-DEVICES = [256, 512, 1024, 2048, 4096]
+DEVICES = [128, 256, 512, 1024, 2048, 3072]  # the cluster spec has 3072 cards
 TOKENS = 3e11  # GPT-3's token budget: adds wall-clock days and card-hours
 out = sys.argv[1] if len(sys.argv) > 1 else os.path.join("build", "planner_sweep.png")
 
@@ -53,11 +53,10 @@ again = tessera.plan.evaluate(model=MODEL, cluster=CLUSTER, dp=p["dp"], tp=p["tp
 print("evaluate of the {}-card winner: step {:.2f} s (search: {:.2f} s)".format(devices, again["step_time_s"],
                                                                               best["step_time_s"]))
 
-# %% Plot: step time, MFU and days to train against cards
+# %% Plot: step time, MFU and the run's cost against cards
 fig, (ax_time, ax_mfu, ax_days) = plt.subplots(1, 3, figsize=(15, 4))
 xs = [d for d, _, _ in rows]
 ax_time.plot(xs, [b["step_time_s"] for _, b, _ in rows], "o-")
-ax_time.set_xscale("log", base=2)
 ax_time.set_yscale("log")
 ax_time.set_xlabel("cards")
 ax_time.set_ylabel("step time of the best plan (s)")
@@ -67,19 +66,23 @@ for d, b, _ in rows:
     ax_time.annotate("tp{} pp{}".format(p["tp"], p["pp"]), (d, b["step_time_s"]), textcoords="offset points",
                      xytext=(4, 4), fontsize=8)
 ax_mfu.plot(xs, [100 * b["mfu"] for _, b, _ in rows], "s-", color="tab:green")
-ax_mfu.set_xscale("log", base=2)
 ax_mfu.set_xlabel("cards")
 ax_mfu.set_ylabel("MFU (%)")
 ax_mfu.set_ylim(0, 100)
 ax_mfu.set_title("model FLOPs utilization")
-ax_days.plot(xs, [c["wall_clock_s"] / 86400 for _, _, c in rows], "^-", color="tab:red", label="wall clock")
-ax_days.plot(xs, [c["failure_free_s"] / 86400 for _, _, c in rows], "^--", color="tab:gray", label="failure-free")
-ax_days.set_xscale("log", base=2)
-ax_days.set_yscale("log")
+ax_days.plot(xs, [c["card_hours"] / 1e3 for _, _, c in rows], "^-", color="tab:red", label="with failures")
+ax_days.plot(xs, [c["ideal_card_hours"] / 1e3 for _, _, c in rows], "^--", color="tab:gray", label="ideal")
+for d, _, c in rows:
+    ax_days.annotate("{:.1f} d, goodput {:.3f}".format(c["wall_clock_s"] / 86400, c["goodput"]),
+                     (d, c["card_hours"] / 1e3), textcoords="offset points", xytext=(-30, 8), fontsize=7)
 ax_days.set_xlabel("cards")
-ax_days.set_ylabel("days for {:.0e} tokens".format(TOKENS))
-ax_days.set_title("run time, with failures and restarts")
-ax_days.legend()
+ax_days.set_ylabel("thousand card-hours for {:.0e} tokens".format(TOKENS))
+ax_days.set_title("cost of the run (days, goodput)")
+ax_days.legend(loc="lower right")
+for ax in (ax_time, ax_mfu, ax_days):
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([str(x) for x in xs])
 fig.tight_layout()
 os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
 fig.savefig(out, dpi=100)

@@ -19,7 +19,9 @@ PYTHON = sys.executable
 
 REPORT = """
 import json, os, sys
-env = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+import tessera
+env = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                                      "OMP_WAIT_POLICY")}
 with open(os.path.join(sys.argv[1], "rank%s.json" % env["RANK"]), "w") as f:
     json.dump(env, f)
 """
@@ -36,18 +38,28 @@ with open(os.path.join(out, "summary%s.json" % os.environ["RANK"]), "w") as f:
 
 class LaunchTest(unittest.TestCase):
     def test_two_ranks_get_the_job_environment(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            result = tessera.launch([PYTHON, "-c", REPORT, tmp], nproc=2, timeout=120)
-            self.assertEqual(result["exit_code"], 0, result)
-            self.assertEqual(sorted(r["rank"] for r in result["ranks"]), [0, 1])
-            self.assertTrue(all(r["exited"] and r["exit_code"] == 0 for r in result["ranks"]), result)
-            for rank in (0, 1):
-                with open(os.path.join(tmp, "rank%d.json" % rank)) as f:
-                    env = json.load(f)
-                self.assertEqual(env["RANK"], str(rank))
-                self.assertEqual(env["WORLD_SIZE"], "2")
-                self.assertEqual(env["LOCAL_RANK"], str(rank))
-                self.assertTrue(env["MASTER_ADDR"] and env["MASTER_PORT"], env)
+        # Not set for the ranks: `import tessera` in a rank chooses passive waits.
+        policy = os.environ.pop("OMP_WAIT_POLICY", None)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                self.run_reporters(tmp)
+        finally:
+            if policy is not None:
+                os.environ["OMP_WAIT_POLICY"] = policy
+
+    def run_reporters(self, tmp):
+        result = tessera.launch([PYTHON, "-c", REPORT, tmp], nproc=2, timeout=120)
+        self.assertEqual(result["exit_code"], 0, result)
+        self.assertEqual(sorted(r["rank"] for r in result["ranks"]), [0, 1])
+        self.assertTrue(all(r["exited"] and r["exit_code"] == 0 for r in result["ranks"]), result)
+        for rank in (0, 1):
+            with open(os.path.join(tmp, "rank%d.json" % rank)) as f:
+                env = json.load(f)
+            self.assertEqual(env["RANK"], str(rank))
+            self.assertEqual(env["WORLD_SIZE"], "2")
+            self.assertEqual(env["LOCAL_RANK"], str(rank))
+            self.assertTrue(env["MASTER_ADDR"] and env["MASTER_PORT"], env)
+            self.assertEqual(env["OMP_WAIT_POLICY"], "passive")
 
     def test_failing_rank(self):
         fail = "import os, sys; sys.exit(3 if os.environ['RANK'] == '1' else 0)"
