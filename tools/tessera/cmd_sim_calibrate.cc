@@ -298,10 +298,22 @@ Status Predict(const PredictArgs& a) {
                                 : p.recompute == "selective"  ? sim::Recompute::kSelective
                                                               : sim::Recompute::kNone};
   TESSERA_ASSIGN_OR_RETURN(sim::TwinPrediction r, sim::PredictTrainStep(c, spec, model, run));
+  // The router probe's figures per MoE layer (expert parallelism only).
+  nlohmann::json routing = nlohmann::json::array();
+  for (size_t i = 0; i < model.expert_load.size(); ++i) {
+    if (!config.model.IsMoeLayer(static_cast<int>(i))) continue;
+    routing.push_back({{"layer", i}, {"mean_load", model.expert_load[i]}, {"peak_load", model.expert_peak_load[i]}});
+  }
   if (a.json) {
-    std::printf("%s\n", sim::TwinPredictionJson(r).c_str());
+    nlohmann::json j = nlohmann::json::parse(sim::TwinPredictionJson(r));
+    if (!routing.empty()) j["router_probe"] = routing;
+    std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("%s", sim::DescribeTwinPrediction(r).c_str());
+    for (const auto& l : routing) {
+      std::printf("router probe: layer %d busiest ep rank %.2fx the balanced rows (mean), up to %.2fx in flight\n",
+                  l["layer"].get<int>(), l["mean_load"].get<double>(), l["peak_load"].get<double>());
+    }
   }
   return Status::Ok();
 }
