@@ -127,17 +127,28 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
   pipe.ranks_per_stage = r.dp * r.tp;
   const double act_bytes = tokens * d * 4;
   const double expert_group = std::max(1, r.dp / r.ep);  // replicas of an expert
+  // Uneven routing: while the busiest expert-parallel rank works on, the
+  // others of its group wait at the all-to-all. A waiting rank sleeps and
+  // frees its core, so the wait costs time only while cores would idle:
+  // fully with a core per rank, not at all once the ranks still working
+  // (1 in ep) fill the cores; in between linearly. Time is priced with
+  // that effective load, memory with the measured peak.
+  TwinModel timed = m;
+  const double cores = static_cast<double>(calibration.cores);
+  const double waste = parallel && r.ep > 1 ? std::clamp((r.ep * cores - out.ranks) / ((r.ep - 1) * cores), 0.0, 1.0)
+                                            : 1.0;
+  for (double& load : timed.expert_load) load = 1 + (std::max(load, 1.0) - 1) * waste;
   // Stages as the parallel runtime cuts them: balanced by each layer's
   // cost (the embedding's added to the first layer, head + loss to the
   // last; base/partition.h), from the twin's own prices.
-  const std::vector<int> first = StageStarts(m, r, h);
+  const std::vector<int> first = StageStarts(timed, r, h);
   int layer = 0;
   double critical_compute = -1;
   for (int s = 0; s < r.pp; ++s) {
     const int n = (s + 1 < r.pp ? first[s + 1] : m.layers) - first[s];
     StageWork w(h);
     StageParams p;
-    AddStage(m, r, s, layer, n, w, p);
+    AddStage(timed, r, s, layer, n, w, p);
     const int moe_here = MoeLayers(m, layer, layer + n);
     layer += n;
     out.parameters += p.params * r.tp;  // experts counted per rank; close enough for reporting
@@ -153,10 +164,9 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
       // Each all-to-all takes as long as the busiest rank's share.
       for (int i = layer - n; i < layer; ++i) {
         if (!twin_detail::IsMoeLayer(m, i)) continue;
-        const double load = twin_detail::ExpertLoad(m, i);
-        out.expert_load = std::max(out.expert_load, load);
-        ep_mb += 4.0 * CollectiveSeconds(calibration, spec, CollectiveKind::kAllToAll, act_bytes * m.top_k * load,
-                                         r.ep);
+        out.expert_load = std::max(out.expert_load, twin_detail::ExpertLoad(m, i));
+        ep_mb += 4.0 * CollectiveSeconds(calibration, spec, CollectiveKind::kAllToAll,
+                                         act_bytes * m.top_k * twin_detail::ExpertLoad(timed, i), r.ep);
       }
       // Forward: counts, rows out, rows back; backward: rows both ways.
       meetings += 5.0 * moe_here;
