@@ -8,6 +8,9 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "tessera/comm/auth.h"
 #include "tessera/comm/job_env.h"
@@ -79,6 +82,30 @@ void Say(const LaunchOptions& o, const std::string& text) {
   launch::WriteAll(o.stderr_fd, line.data(), line.size());
 }
 
+// A TCP port free right now on `loopback_only ? 127.0.0.1 : every interface`
+// (the kernel's choice, like torchrun --standalone): the port PyTorch's
+// rank 0 serves its own TCPStore on (MASTER_PORT). Closed again at once,
+// without a connection, so it lingers in no TIME_WAIT.
+StatusOr<int> PickFreeTcpPort(bool loopback_only) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Unavailable("socket() for a free MASTER_PORT failed: errno {}", errno);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(loopback_only ? INADDR_LOOPBACK : INADDR_ANY);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Unavailable("could not find a free TCP port for MASTER_PORT (PyTorch's store): errno {}", err);
+  }
+  ::close(fd);
+  return static_cast<int>(ntohs(a.sin_port));
+}
+
+constexpr char kTorchPortKey[] = "tessera_launch/torch_master_port";
+
 // The job token and the store: hosted here on node 0, joined on the other
 // nodes (multi-node jobs only need a client here).
 Status SetUpStore(const LaunchOptions& o, const EnvMap& env, launch::AgentStore* store) {
@@ -119,6 +146,24 @@ Status SetUpStore(const LaunchOptions& o, const EnvMap& env, launch::AgentStore*
                                      store->token, co);
     if (!c.ok()) return c.status().WithContext(fmt::format("while node {} joins the job store", o.node_rank));
     store->client = *c;
+  }
+  // MASTER_PORT for PyTorch (torch.distributed env://): node 0 picks it and
+  // tells the other nodes through the job store.
+  if (o.node_rank == 0) {
+    TESSERA_ASSIGN_OR_RETURN(store->torch_master_port, PickFreeTcpPort(o.master_addr.empty()));
+    if (store->client) {
+      TESSERA_RETURN_IF_ERROR(store->client->SetString(kTorchPortKey, std::to_string(store->torch_master_port))
+                                  .WithContext("while node 0 publishes MASTER_PORT"));
+    }
+  } else {
+    auto v = store->client->GetString(kTorchPortKey, o.connect_timeout);
+    if (!v.ok()) return v.status().WithContext(fmt::format("while node {} reads MASTER_PORT from node 0", o.node_rank));
+    int port = 0;
+    auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), port);
+    if (ec != std::errc() || ptr != v->data() + v->size() || port <= 0 || port > 65535) {
+      return Internal("node 0 published MASTER_PORT '{}' under {}: not a port", *v, kTorchPortKey);
+    }
+    store->torch_master_port = port;
   }
   return Status::Ok();
 }
