@@ -5,7 +5,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-FLOAT_TOL = {torch.float32: 1e-5, torch.float64: 1e-12, torch.bfloat16: 2e-2, torch.float16: 2e-3}
+FLOAT_TOL = {torch.float32: 1e-5, torch.float64: 1e-12, torch.bfloat16: 2e-2, torch.float16: 4e-3}
 INT_TYPES = [torch.int8, torch.uint8, torch.int32, torch.int64]
 FLOAT_TYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 
@@ -25,7 +25,10 @@ class Checker:
     def close(self, got, want, what):
         if got.dtype in FLOAT_TOL:
             tol = FLOAT_TOL[got.dtype]
-            ok = got.shape == want.shape and torch.allclose(got.double(), want.double(), rtol=tol, atol=tol)
+            # Half types: Gloo rounds after every step, Tessera accumulates in
+            # fp32: differences of a few ulp of the largest value.
+            scale = max(1.0, want.double().abs().max().item()) if got.dtype in (torch.float16, torch.bfloat16) else 1.0
+            ok = got.shape == want.shape and torch.allclose(got.double(), want.double(), rtol=tol, atol=tol * scale)
         else:
             ok = torch.equal(got, want)
         self.expect(ok, f"{what}: got {got.flatten()[:6].tolist()} want {want.flatten()[:6].tolist()}")
