@@ -18,6 +18,9 @@ namespace {
 
 using ::c10d::OpType;
 
+// Collectives up to this size run on the calling thread (see allreduce).
+constexpr size_t kInlineBytes = 64 << 10;
+
 std::unique_ptr<comm::Communicator> CreateComm(std::shared_ptr<comm::Store> store, int rank, int size,
                                                std::chrono::milliseconds timeout, const std::string& name) {
   comm::CommOptions options;
@@ -92,7 +95,13 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupTessera::allreduce(std::vector<at::
   auto op = ToCommOp(opts.reduceOp, t.scalar_type());
   if (!op) return FoldingAllReduce(t, opts.reduceOp, -1, "all_reduce");
   at::Tensor buf = ContiguousOrCopy(t);
-  comm::Work work = coll_->AllReduceAsync(Ptr(buf), Ptr(buf), buf.numel(), *ToCommType(t.scalar_type()), *op);
+  const comm::DataType dtype = *ToCommType(t.scalar_type());
+  // Small ones run on the calling thread when the communicator is idle
+  // (queued behind pending ones otherwise): no hand-off to the progress
+  // thread, which is most of a small all-reduce's latency.
+  comm::Work work = Bytes(buf) <= kInlineBytes
+                        ? comm::Work::Done(coll_->AllReduce(Ptr(buf), Ptr(buf), buf.numel(), dtype, *op))
+                        : coll_->AllReduceAsync(Ptr(buf), Ptr(buf), buf.numel(), dtype, *op);
   TesseraWork::FinishFn finish;
   if (!buf.is_same(t)) finish = [t, buf]() mutable { t.copy_(buf); };
   return MakeWork(OpType::ALLREDUCE,
@@ -149,7 +158,9 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupTessera::broadcast(std::vector<at::
   const int root = static_cast<int>(opts.rootRank);
   TORCH_CHECK(root >= 0 && root < size_, "tessera backend: broadcast root ", root, " out of range");
   at::Tensor buf = ContiguousOrCopy(t);
-  comm::Work work = coll_->BroadcastAsync(Ptr(buf), Ptr(buf), Bytes(buf), comm::DataType::kUint8, root);
+  comm::Work work = Bytes(buf) <= kInlineBytes
+                        ? comm::Work::Done(coll_->Broadcast(Ptr(buf), Ptr(buf), Bytes(buf), comm::DataType::kUint8, root))
+                        : coll_->BroadcastAsync(Ptr(buf), Ptr(buf), Bytes(buf), comm::DataType::kUint8, root);
   TesseraWork::FinishFn finish;
   if (!buf.is_same(t)) finish = [t, buf]() mutable { t.copy_(buf); };
   return MakeWork(OpType::BROADCAST,
@@ -159,7 +170,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupTessera::broadcast(std::vector<at::
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupTessera::barrier(const ::c10d::BarrierOptions&) {
-  return MakeWork(OpType::BARRIER, "barrier", coll_->BarrierAsync(), nullptr, {});
+  return MakeWork(OpType::BARRIER, "barrier", comm::Work::Done(coll_->Barrier()), nullptr, {});
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupTessera::send(std::vector<at::Tensor>& tensors, int dst_rank,

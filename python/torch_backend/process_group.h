@@ -20,6 +20,9 @@
 // types); BAND/BOR/BXOR and other dtypes (bool, int16) reduce by an
 // all-gather and a local fold in rank order. PREMUL_SUM (NCCL-only in 1.13)
 // and recv from any source are not supported and say so.
+// all_reduce and broadcast of up to 64 KiB, and barrier, run on the calling
+// thread (the returned work is complete): most of a small operation's
+// latency is the hand-off to the communicator's progress thread.
 // Thread-safety: like every ProcessGroup, calls may come from any thread;
 // operations of one group run in issue order.
 #pragma once

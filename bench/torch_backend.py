@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""torch.distributed.all_reduce with the 'tessera' backend against 'gloo', in
+the same processes (run under `tessera launch --nproc N`; bench/torch_backend.sh
+drives it and compares with `tessera ccl-perf`).
+
+Prints one JSON line (rank 0): per size, the median time of one blocking
+all_reduce (fp32 SUM, in place, private tensors) over the timed iterations,
+for each backend, and nccl-tests' busbw (2(n-1)/n * bytes / time).
+
+Usage: torch_backend.py [--sizes 8,67108864] [--iters 2000,10] [--warmup 200,3]
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+import tessera.torch  # noqa: F401
+
+
+def bench(group, nbytes, iters, warmup):
+    x = torch.ones(max(1, nbytes // 4), dtype=torch.float32)
+    for _ in range(warmup):
+        dist.all_reduce(x, group=group)
+    times = []
+    dist.barrier(group=group)
+    # Blocks of iterations, so the clock's cost does not weigh on 8 bytes.
+    block = max(1, min(iters, 1000 if nbytes < 65536 else 1))
+    for _ in range(max(1, iters // block)):
+        t0 = time.perf_counter()
+        for _ in range(block):
+            dist.all_reduce(x, group=group)
+        times.append((time.perf_counter() - t0) / block)
+    # The slowest rank's median (all ranks must finish an all-reduce).
+    t = torch.tensor([statistics.median(times)], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    return t.item()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="8,67108864")
+    ap.add_argument("--iters", default="5000,10")
+    ap.add_argument("--warmup", default="500,3")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    iters = [int(s) for s in args.iters.split(",")]
+    warmup = [int(s) for s in args.warmup.split(",")]
+    dist.init_process_group("tessera")
+    gloo = dist.new_group(backend="gloo")
+    n = dist.get_world_size()
+    rows = []
+    for nbytes, it, wu in zip(sizes, iters, warmup):
+        row = {"bytes": nbytes}
+        for name, group in [("tessera", dist.group.WORLD), ("gloo", gloo)]:
+            t = bench(group, nbytes, it, wu)
+            row[name + "_us"] = t * 1e6
+            row[name + "_busbw_GBps"] = 2 * (n - 1) / n * nbytes / t / 1e9
+        row["ratio"] = row["gloo_us"] / row["tessera_us"]
+        rows.append(row)
+    if dist.get_rank() == 0:
+        print(json.dumps({"nproc": n, "rows": rows}), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
