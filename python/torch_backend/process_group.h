@@ -20,6 +20,9 @@
 // types); BAND/BOR/BXOR and other dtypes (bool, int16) reduce by an
 // all-gather and a local fold in rank order. PREMUL_SUM (NCCL-only in 1.13)
 // and recv from any source are not supported and say so.
+// Zero copy: when every rank's tensors of a large collective live in memory
+// from Tessera's AllocShared (tessera.torch.empty_shared), ranks read and
+// write each other's tensors directly (communicator.h).
 // all_reduce and broadcast of up to 64 KiB, and barrier, run on the calling
 // thread (the returned work is complete): most of a small operation's
 // latency is the hand-off to the communicator's progress thread.
@@ -90,6 +93,8 @@ class ProcessGroupTessera : public ::c10d::ProcessGroup {
 
   // The collectives communicator's Describe() (transport, algorithms).
   std::string Describe() const;
+  // Collectives of this group that ran zero copy so far.
+  uint64_t ZeroCopyOps() const { return coll_->zero_copy_ops(); }
 
  private:
   c10::intrusive_ptr<::c10d::Work> MakeWork(::c10d::OpType type, std::string what, comm::Work work,

@@ -214,6 +214,23 @@ def main():
         dist.broadcast(z, src=world - 1, group=tail)  # global rank as src
         c.expect(z.item() == world - 1, "subgroup broadcast from its last rank")
 
+    # Zero copy: every rank's tensors from tessera.torch.empty_shared.
+    import tessera.torch as tt
+    before = dist.group.WORLD.zero_copy_ops()
+    x = tt.empty_shared(1 << 20)  # 4 MiB: large enough for the zero-copy path
+    c.expect(bool((x == 0).all()), "empty_shared is zeroed")
+    x.copy_(data(rank, 1 << 20, torch.float32, "sum", seed=11))
+    want = x.clone()
+    dist.all_reduce(want, group=gloo)
+    dist.all_reduce(x)
+    c.close(x, want, "all_reduce of empty_shared tensors")
+    c.expect(dist.group.WORLD.zero_copy_ops() > before,
+             f"zero_copy_ops went {before} -> {dist.group.WORLD.zero_copy_ops()}")
+    g = tt.empty_shared(world, 1 << 18, dtype=torch.bfloat16)
+    dist.all_gather_into_tensor(g, x[: 1 << 18].to(torch.bfloat16))
+    # x is the same on every rank after the all_reduce: every block is ours.
+    c.equal(g, x[: 1 << 18].to(torch.bfloat16).expand(world, -1), "all_gather into an empty_shared tensor")
+
     dist.barrier()
     c.finish()
     dist.destroy_process_group()
