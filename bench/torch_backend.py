@@ -4,8 +4,9 @@ the same processes (run under `tessera launch --nproc N`; bench/torch_backend.sh
 drives it and compares with `tessera ccl-perf`).
 
 Prints one JSON line (rank 0): per size, the median time of one blocking
-all_reduce (fp32 SUM, in place, private tensors) over the timed iterations,
-for each backend, and nccl-tests' busbw (2(n-1)/n * bytes / time).
+all_reduce (fp32 SUM, in place) over the timed iterations, for tessera with
+ordinary tensors, tessera with tensors from tessera.torch.empty_shared (zero
+copy) and gloo, and nccl-tests' busbw (2(n-1)/n * bytes / time).
 
 Usage: torch_backend.py [--sizes 8,67108864] [--iters 2000,10] [--warmup 200,3]
 """
@@ -18,7 +19,7 @@ import time
 import torch
 import torch.distributed as dist
 
-import tessera.torch  # noqa: F401
+import tessera.torch
 
 
 def tensor(nbytes, hugepages):
@@ -34,8 +35,11 @@ def tensor(nbytes, hugepages):
     return x
 
 
-def bench(group, nbytes, iters, warmup, hugepages=False):
-    x = tensor(nbytes, hugepages)
+def bench(group, nbytes, iters, warmup, hugepages=False, shared=False):
+    if shared:  # every rank's tensor from AllocShared: zero copy
+        x = tessera.torch.empty_shared(max(1, nbytes // 4)).fill_(1.0)
+    else:
+        x = tensor(nbytes, hugepages)
     for _ in range(warmup):
         dist.all_reduce(x, group=group)
     times = []
@@ -70,8 +74,9 @@ def main():
     rows = []
     for nbytes, it, wu in zip(sizes, iters, warmup):
         row = {"bytes": nbytes}
-        for name, group in [("tessera", dist.group.WORLD), ("gloo", gloo)]:
-            t = bench(group, nbytes, it, wu, args.hugepages)
+        for name, group, shared in [("tessera", dist.group.WORLD, False), ("tessera_shared", dist.group.WORLD, True),
+                                    ("gloo", gloo, False)]:
+            t = bench(group, nbytes, it, wu, args.hugepages, shared)
             row[name + "_us"] = t * 1e6
             row[name + "_busbw_GBps"] = 2 * (n - 1) / n * nbytes / t / 1e9
         row["ratio"] = row["gloo_us"] / row["tessera_us"]

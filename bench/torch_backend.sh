@@ -27,7 +27,7 @@ trap 'rm -rf "$TMP"' EXIT
 
 # ccl-perf's out-of-place time (µs) of its one size row.
 ccl_us() {
-  "$BIN" launch --nproc "$1" -- "$BIN" ccl-perf allreduce -b "$2" -e "$2" -n "$3" -w "$4" 2>/dev/null |
+  "$BIN" launch --nproc "$1" -- "$BIN" ccl-perf allreduce -b "$2" -e "$2" -n "$3" -w "$4" "${@:5}" 2>/dev/null |
     sed 's/^\[rank 0\] //' | awk '$1 ~ /^[0-9]+$/ && NF >= 8 {print $6; exit}'
 }
 
@@ -36,24 +36,31 @@ for n in $RANKS; do
   for r in $(seq "$REPEATS"); do
     "$BIN" launch --nproc "$n" -- "$PY" bench/torch_backend.py --sizes 8,67108864 --iters 5000,10 --warmup 500,3 \
       2>/dev/null | sed 's/^\[rank 0\] //' | grep '^{' > "$TMP/py.$n.$r.json"
-    echo "$(ccl_us "$n" 8 5000 500) $(ccl_us "$n" 64M 10 3)" > "$TMP/ccl.$n.$r.txt"
+    echo "$(ccl_us "$n" 8 5000 500) $(ccl_us "$n" 64M 10 3) $(ccl_us "$n" 64M 10 3 -R 1)" > "$TMP/ccl.$n.$r.txt"
   done
 done
 "$PY" - "$TMP" "$REPEATS" $RANKS <<'PYEOF'
 import json, statistics, sys
 tmp, repeats, ranks = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-print(f"{'ranks':>5} {'size':>8} {'tessera':>10} {'gloo':>10} {'ccl-perf':>10} {'x gloo':>7} {'/ ccl-perf':>10}")
+med = statistics.median
+print(f"{'ranks':>5} {'size':>8} {'tessera':>10} {'shared':>10} {'gloo':>10} {'ccl-perf':>10} {'ccl -R 1':>10} "
+      f"{'x gloo':>7} {'/ ccl':>6} {'shared/ccl -R 1':>15}")
 for n in ranks:
     for k, size in enumerate(["8 B", "64 MiB"]):
-        t, g, c = [], [], []
+        t, s, g, c, cr = [], [], [], [], []
         for r in range(1, repeats + 1):
             row = json.load(open(f"{tmp}/py.{n}.{r}.json"))["rows"][k]
-            t.append(row["tessera_us"]); g.append(row["gloo_us"])
-            c.append(float(open(f"{tmp}/ccl.{n}.{r}.txt").read().split()[k]))
-        mt, mg, mc = statistics.median(t), statistics.median(g), statistics.median(c)
-        print(f"{n:>5} {size:>8} {mt:>10.1f} {mg:>10.1f} {mc:>10.2f} {mg / mt:>7.2f} {mc / mt:>10.2f}")
-print("x gloo: gloo time / tessera time (goal at 64 MiB >= 3); / ccl-perf: ccl-perf time / tessera time "
-      "(goal at 64 MiB >= 0.8; at 8 B the goal is tessera <= 2x ccl-perf, i.e. >= 0.5)")
+            t.append(row["tessera_us"]); s.append(row["tessera_shared_us"]); g.append(row["gloo_us"])
+            ccl = open(f"{tmp}/ccl.{n}.{r}.txt").read().split()
+            c.append(float(ccl[k])); cr.append(float(ccl[2]))
+        mt, ms, mg, mc, mcr = med(t), med(s), med(g), med(c), med(cr)
+        shared_ratio = f"{mcr / ms:>15.2f}" if k == 1 else f"{'':>15}"
+        mcr_text = f"{mcr:>10.0f}" if k == 1 else f"{'':>10}"
+        print(f"{n:>5} {size:>8} {mt:>10.1f} {ms:>10.1f} {mg:>10.1f} {mc:>10.2f} {mcr_text} {mg / mt:>7.2f} "
+              f"{mc / mt:>6.2f} {shared_ratio}")
+print("tessera / shared: torch.distributed with ordinary / tessera.torch.empty_shared tensors; ccl-perf: private "
+      "buffers, -R 1: AllocShared buffers. x gloo = gloo / tessera time (goal at 64 MiB >= 3); / ccl = ccl-perf / "
+      "tessera time (goal at 64 MiB >= 0.8; at 8 B the goal, tessera <= 2x ccl-perf, is >= 0.5)")
 PYEOF
 
 echo "== DDP training throughput, bench/torch_gpt.py ($CONFIG, $DDP_STEPS steps, 1 thread per rank) =="
