@@ -23,6 +23,12 @@ function(tessera_module name)
     set(scope INTERFACE)
   endif()
   add_library(tessera::${name} ALIAS tessera_${name})
+  if(TESSERA_PYTHON_PIC AND srcs)
+    # Linked into the Python extensions too (python/): position-independent,
+    # without semantic interposition so that -fPIC inlines as -fPIE does.
+    set_target_properties(tessera_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    target_compile_options(tessera_${name} PRIVATE -fno-semantic-interposition)
+  endif()
   target_include_directories(tessera_${name} ${scope} ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
   target_link_libraries(tessera_${name} ${scope} ${ARG_DEPS})
   if(tests)

@@ -104,7 +104,9 @@ sim::TwinModel TwinModelOf(const models::GptConfig& m) {
                        .experts = m.moe.num_experts,
                        .top_k = m.moe.top_k,
                        .d_ff_expert = m.expert_ffn_dim(),
-                       .moe = {}};
+                       .moe = {},
+                       .expert_load = {},
+                       .expert_peak_load = {}};
   for (int i = 0; i < m.n_layers; ++i) model.moe.push_back(m.IsMoeLayer(i));
   return model;
 }

@@ -38,6 +38,7 @@
 #include "tessera/sim/calibrate.h"
 #include "tessera/sim/cluster_spec.h"
 #include "tessera/sim/twin.h"
+#include "tessera/train/router_probe.h"
 #include "tessera/train/train_config.h"
 
 namespace tessera::cli {
@@ -256,6 +257,7 @@ struct PredictArgs {
   std::string config;
   std::vector<std::string> overrides;
   bool json = false;
+  bool balanced_experts = false;
 };
 
 Status Predict(const PredictArgs& a) {
@@ -270,8 +272,18 @@ Status Predict(const PredictArgs& a) {
   }
   TESSERA_ASSIGN_OR_RETURN(sim::MachineCalibration c, sim::LoadTwinToml(sim::TwinPathFor(a.cluster)));
   TESSERA_ASSIGN_OR_RETURN(sim::ClusterSpec spec, sim::LoadClusterSpec(a.cluster));
-  const sim::TwinModel model = TwinModelOf(config.model);
+  sim::TwinModel model = TwinModelOf(config.model);
   const parallel::ParallelConfig& p = config.parallel;
+  // Expert parallelism: how unevenly the config's data routes (measured on
+  // its model at initialization; train/router_probe.h).
+  if (!a.balanced_experts && p.ep > 1 && config.model.moe.num_experts > 0) {
+    auto load = train::ProbeExpertLoad(config);
+    if (!load.ok()) return load.status().WithContext("sim predict: the router probe");
+    for (const train::ExpertLoad& l : *load) {
+      model.expert_load.push_back(l.mean);
+      model.expert_peak_load.push_back(l.peak);
+    }
+  }
   sim::TwinRun run{.global_batch = config.train.global_batch,
                    .micro_batch = config.train.micro_batch,
                    .dp = p.dp,
@@ -286,10 +298,22 @@ Status Predict(const PredictArgs& a) {
                                 : p.recompute == "selective"  ? sim::Recompute::kSelective
                                                               : sim::Recompute::kNone};
   TESSERA_ASSIGN_OR_RETURN(sim::TwinPrediction r, sim::PredictTrainStep(c, spec, model, run));
+  // The router probe's figures per MoE layer (expert parallelism only).
+  nlohmann::json routing = nlohmann::json::array();
+  for (size_t i = 0; i < model.expert_load.size(); ++i) {
+    if (!config.model.IsMoeLayer(static_cast<int>(i))) continue;
+    routing.push_back({{"layer", i}, {"mean_load", model.expert_load[i]}, {"peak_load", model.expert_peak_load[i]}});
+  }
   if (a.json) {
-    std::printf("%s\n", sim::TwinPredictionJson(r).c_str());
+    nlohmann::json j = nlohmann::json::parse(sim::TwinPredictionJson(r));
+    if (!routing.empty()) j["router_probe"] = routing;
+    std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("%s", sim::DescribeTwinPrediction(r).c_str());
+    for (const auto& l : routing) {
+      std::printf("router probe: layer %d busiest ep rank %.2fx the balanced rows (mean), up to %.2fx in flight\n",
+                  l["layer"].get<int>(), l["mean_load"].get<double>(), l["peak_load"].get<double>());
+    }
   }
   return Status::Ok();
 }
@@ -312,6 +336,8 @@ void RegisterSimCalibrateCommand(CLI::App& app) {
   pred->add_option("--cluster", pargs->cluster, "calibrated cluster spec (with its .twin.toml)");
   pred->add_option("--set", pargs->overrides, "override a config key (section.key=value)");
   pred->add_flag("--json", pargs->json, "print one JSON object");
+  pred->add_flag("--balanced-experts", pargs->balanced_experts,
+                 "assume balanced MoE routing instead of probing the config's router on its data");
   pred->callback([pargs] { ExitWith(Predict(*pargs)); });
   CLI::App* probe = sim->add_subcommand(
       "meeting-probe", "(run by calibrate under tessera launch) what a collective amid compute costs each rank");

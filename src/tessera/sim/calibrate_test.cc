@@ -301,9 +301,10 @@ TEST(Twin, CountsTheModelWork) {
   // Activations: every op output of one micro-batch (2 x 32 tokens) is kept:
   // per layer 16 d-wide outputs, 3 FFN-wide ones and the attention's H
   // log-sum-exp rows per token; embedding + final norm (2 d), logits and
-  // cross-entropy (2 V), and two scalar loss terms.
+  // cross-entropy (2 V), and two scalar loss terms (64 bytes each: the
+  // allocator's smallest size class; every other size here is a class).
   const double per_token = m.layers * (16 * d + 3 * 384 + m.heads) + 2 * d + 2 * 64;
-  EXPECT_NEAR(p->activation_bytes, 4 * (per_token * 2 * 32 + 2), 1e-6);
+  EXPECT_NEAR(p->activation_bytes, 4 * per_token * 2 * 32 + 2 * 64, 1e-6);
   EXPECT_EQ(p->activation_stage, 0);
   // One micro-batch's op-sum is the step's compute without the factor.
   EXPECT_NEAR(OpSumSecondsPerMicroBatch(c.all, m, 2) * 4 * c.all.context_factor, p->gemm_s + p->elementwise_s,

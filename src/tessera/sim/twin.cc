@@ -16,6 +16,7 @@ namespace tessera::sim {
 namespace {
 
 using twin_detail::AddStage;
+using twin_detail::AllocatedBytes;
 using twin_detail::MoeLayers;
 using twin_detail::StageParams;
 using twin_detail::StageWork;
@@ -75,10 +76,13 @@ Status Validate(const TwinModel& m, const TwinRun& r) {
   return Status::Ok();
 }
 
-// First layer of each pipeline stage.
+// First layer of each pipeline stage, cut as the parallel runtime cuts
+// them (train/layer_costs.h): by each block's forward + backward on one
+// process holding the whole model (no tp, ep, sequence parallelism or
+// recompute), embedding added to the first block, head + loss to the last.
 std::vector<int> StageStarts(const TwinModel& m, const TwinRun& r, const HostCalibration& h) {
   if (r.pp <= 1) return {0};
-  TwinRun middle = r;
+  TwinRun middle{.global_batch = r.micro_batch, .micro_batch = r.micro_batch};
   middle.pp = 3;  // stage 1 of 3 holds neither the embedding nor the head
   auto cost = [&](int s, int first, int n) {
     StageWork w(h);
@@ -146,8 +150,14 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
       meetings += 4.0 * n + 2;
     }
     if (r.ep > 1 && moe_here > 0) {
-      const double one = CollectiveSeconds(calibration, spec, CollectiveKind::kAllToAll, act_bytes * m.top_k, r.ep);
-      ep_mb = 4.0 * moe_here * one;
+      // Each all-to-all takes as long as the busiest rank's share.
+      for (int i = layer - n; i < layer; ++i) {
+        if (!twin_detail::IsMoeLayer(m, i)) continue;
+        const double load = twin_detail::ExpertLoad(m, i);
+        out.expert_load = std::max(out.expert_load, load);
+        ep_mb += 4.0 * CollectiveSeconds(calibration, spec, CollectiveKind::kAllToAll, act_bytes * m.top_k * load,
+                                         r.ep);
+      }
       // Forward: counts, rows out, rows back; backward: rows both ways.
       meetings += 5.0 * moe_here;
     }
@@ -204,22 +214,62 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
       out.ops_per_micro_batch = w.ops;
     }
 
-    // Memory of this stage's ranks.
+    // Memory of this stage's ranks, as the allocator reserves it: the
+    // tensors of the micro-batches in flight (under expert parallelism with
+    // the routing's peak load, not its mean).
+    StageWork wm = w;
+    if (r.ep > 1 && moe_here > 0 && !m.expert_peak_load.empty()) {
+      TwinModel peak_model = m;
+      peak_model.expert_load = m.expert_peak_load;
+      StageParams unused;
+      wm = w.Fresh();
+      AddStage(peak_model, r, s, layer - n, n, wm, unused);
+      for (int i = layer - n; i < layer; ++i) {
+        out.expert_peak_load = std::max(out.expert_peak_load, twin_detail::ExpertLoad(peak_model, i));
+      }
+    }
     const double in_flight = parallel ? std::min(m_count, static_cast<double>(r.pp - s)) : 1.0;
-    const double activations = 4 * w.out_floats * in_flight;
-    const double params_b = 4 * (r.zero >= 3 ? shard : p.params);
-    const double grads_b = parallel ? 4 * (r.zero >= 2 ? shard : p.params) : 4 * p.params;
-    const double moments_b = 8 * (parallel && r.zero >= 1 ? shard : p.params);
+    const double activations = 4 * wm.out_floats * in_flight;
+    double params_b = p.tensor_bytes, grads_b = p.tensor_bytes, moments_b = 2 * p.tensor_bytes;
+    if (parallel) {
+      // ZeroOptimizer (parallel/zero.cc): per bucket a flat parameter
+      // buffer padded to its group, the flat gradient buffer (stages 0-1)
+      // or the own shard (2-3), and AdamW's moments of the elements this
+      // rank updates; stage 3 keeps only the parameters' own shard.
+      params_b = grads_b = moments_b = 0;
+      for (size_t b = 0; b < p.dense_buckets.size(); ++b) {
+        for (const auto& [numel, group] : {std::pair{p.dense_buckets[b], static_cast<double>(r.dp)},
+                                           std::pair{p.expert_buckets[b], expert_group}}) {
+          if (numel <= 0) continue;
+          const double own = std::ceil(numel / group);
+          const double padded = own * group;
+          params_b += AllocatedBytes(r.zero >= 3 ? own : padded);
+          grads_b += AllocatedBytes(r.zero >= 2 ? own : padded);
+          moments_b += 2 * AllocatedBytes(r.zero >= 1 ? own : numel);
+        }
+      }
+    }
     // The parameters' gradient tensors live from the first backward until
-    // the flat copy (the single-process trainer's are its gradients).
-    double buffers = parallel ? 4 * p.params : 0;
-    if (r.zero >= 3 && parallel) buffers += 4 * p.largest_block * 2;
+    // the flat copy (the single-process trainer's are its gradients). With
+    // one micro-batch a step they appear during its backward while its
+    // activations go: the peak is at the backward's start or at its end.
+    const double grad_tensors = parallel ? p.tensor_bytes : grads_b;
     // The backward of the largest op: its output gradient and its inputs'.
-    buffers += 4 * w.transient_floats + 4 * 3 * w.largest_out;
-    const double peak = activations + params_b + grads_b + moments_b + buffers;
+    const double transient = 4 * wm.transient_floats + 3 * AllocatedBytes(wm.largest_out);
+    const bool at_start = m_count > 1 || activations + transient >= grad_tensors;
+    const double grads_alive = m_count > 1 || !at_start ? grad_tensors : 0;
+    const double activations_alive = at_start ? activations : 0;
+    double buffers = at_start ? transient : 0;
+    if (r.zero >= 3 && parallel) buffers += 2 * AllocatedBytes(p.largest_block);
+    if (parallel) {
+      buffers += grads_alive;
+    } else {
+      grads_b = grads_alive;
+    }
+    const double peak = activations_alive + params_b + grads_b + moments_b + buffers;
     if (peak > out.peak_memory_bytes) {
       out.peak_memory_bytes = peak;
-      out.activation_bytes = activations;
+      out.activation_bytes = activations_alive;
       out.parameter_bytes = params_b;
       out.gradient_bytes = grads_b;
       out.optimizer_state_bytes = moments_b;
@@ -285,7 +335,9 @@ std::string TwinPredictionJson(const TwinPrediction& p) {
                       {"optimizer_state_bytes", p.optimizer_state_bytes},
                       {"buffer_bytes", p.buffer_bytes},
                       {"peak_memory_bytes", p.peak_memory_bytes},
-                      {"activation_stage", p.activation_stage}};
+                      {"activation_stage", p.activation_stage},
+                      {"expert_load", p.expert_load},
+                      {"expert_peak_load", p.expert_peak_load}};
   for (auto& [key, value] : j.items()) {
     if (value.is_number_float() && !std::isfinite(value.get<double>())) value = nullptr;  // never NaN in JSON
   }
@@ -298,11 +350,15 @@ std::string DescribeTwinPrediction(const TwinPrediction& p) {
       "step_time_s {:.4f}  gemm {:.4f}  elementwise {:.4f}  op_overhead {:.4f}  optimizer {:.4f}  dp_comm {:.4f}  "
       "tp_comm {:.4f}  ep_comm {:.4f}  pp_comm {:.4f}  sync {:.4f}  bubble {:.4f}  core sharing {:.4f}\n"
       "peak memory {:.2f} MB per rank (pipeline stage {}): activations {:.2f}, parameters {:.2f}, gradients {:.2f}, "
-      "optimizer state {:.2f}, buffers {:.2f}\n",
+      "optimizer state {:.2f}, buffers {:.2f}{}\n",
       p.ranks, p.threads_per_rank, p.micro_batches, p.ops_per_micro_batch, p.step_s, p.gemm_s, p.elementwise_s,
       p.overhead_s, p.optimizer_s, p.dp_comm_s, p.tp_comm_s, p.ep_comm_s, p.pp_comm_s, p.sync_s, p.bubble_s, p.sharing_s,
       p.peak_memory_bytes / 1e6, p.activation_stage, p.activation_bytes / 1e6, p.parameter_bytes / 1e6,
-      p.gradient_bytes / 1e6, p.optimizer_state_bytes / 1e6, p.buffer_bytes / 1e6);
+      p.gradient_bytes / 1e6, p.optimizer_state_bytes / 1e6, p.buffer_bytes / 1e6,
+      p.expert_load > 1 ? fmt::format("; expert-parallel routing: the busiest rank receives {:.2f}x the balanced "
+                                      "rows (mean), one rank up to {:.2f}x over the micro-batches in flight",
+                                      p.expert_load, p.expert_peak_load)
+                        : std::string());
 }
 
 }  // namespace tessera::sim

@@ -58,6 +58,14 @@ struct TwinModel {
   int top_k = 1;
   int64_t d_ff_expert = 0;
   std::vector<bool> moe;  // per layer: MoE feed-forward (empty = dense model)
+  // Per layer, under expert parallelism: the rows a rank's experts receive
+  // over the balanced share (tokens · top_k), >= 1. Routing is data
+  // dependent (dropless); a router probe measures it (train/router_probe.h).
+  // expert_load: the busiest rank's, averaged over the all-to-alls (every
+  // rank waits for it: time); expert_peak_load: the most one rank holds over
+  // the micro-batches in flight (memory). Empty or missing layers: balanced.
+  std::vector<double> expert_load;
+  std::vector<double> expert_peak_load;
 };
 
 enum class Recompute { kNone, kSelective, kFull };
@@ -99,6 +107,8 @@ struct TwinPrediction {
   double buffer_bytes = 0;  // gradient tensors, gathered ZeRO-3 parameters, recompute transients
   double peak_memory_bytes = 0;
   int activation_stage = 0;  // pipeline stage of that rank
+  double expert_load = 1;       // the largest TwinModel::expert_load used (expert parallelism only)
+  double expert_peak_load = 1;  // the largest expert_peak_load used
   double model_flops = 0;     // per step, whole model: 6 N_active tokens + attention
   double parameters = 0;
 };

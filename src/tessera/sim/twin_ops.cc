@@ -1,8 +1,25 @@
 #include "tessera/sim/twin_ops.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include "tessera/hal/pooled_allocator.h"
 
 namespace tessera::sim::twin_detail {
+
+double AllocatedBytes(double floats) {
+  if (floats <= 0) return 0;
+  return static_cast<double>(hal::PooledAllocator::RoundSize(static_cast<size_t>(std::ceil(4 * floats))));
+}
+
+void StageParams::Add(double numel, bool expert, bool expert_bucket) {
+  params += numel;
+  tensors += 1;
+  tensor_bytes += AllocatedBytes(numel);
+  if (expert) expert_params += numel;
+  if (dense_buckets.empty()) Segment();
+  (expert_bucket ? expert_buckets : dense_buckets).back() += numel;
+}
 
 void StageWork::Add(double seconds, double forward_share, bool gemm) {
   (gemm ? gemm_s : other_s) += seconds;
@@ -13,7 +30,7 @@ void StageWork::Add(double seconds, double forward_share, bool gemm) {
 void StageWork::Linear(double m, double n, double k) {
   if (m <= 0 || n <= 0 || k <= 0) return;
   ops += 1;
-  out_floats += m * n;
+  out_floats += AllocatedFloats(m * n);
   largest_out = std::max(largest_out, std::max(m * n, m * k));
   fixed_s += h_->linear.fixed_s;
   Add(h_->linear.Seconds(m, n, k, h_->peak_flops), 1.0 / 3, true);
@@ -21,14 +38,14 @@ void StageWork::Linear(double m, double n, double k) {
 
 void StageWork::Attention(double batch, double seq, double d, double heads) {
   ops += 1;
-  out_floats += batch * seq * d + batch * heads * seq;  // output + log-sum-exp rows
+  out_floats += AllocatedFloats(batch * seq * d) + AllocatedFloats(batch * heads * seq);  // output + log-sum-exp rows
   fixed_s += h_->attention.fixed_s;
   Add(h_->attention.Seconds(batch * heads, seq, d / heads), 0.3, true);
 }
 
 void StageWork::Op(OpKind kind, double elements, double outputs) {
   ops += 1;
-  out_floats += outputs >= 0 ? outputs : elements;
+  out_floats += AllocatedFloats(outputs >= 0 ? outputs : elements);
   largest_out = std::max(largest_out, std::max(elements, outputs));
   const OpLine& l = h_->op(kind);
   fixed_s += l.fixed_s;
@@ -37,6 +54,11 @@ void StageWork::Op(OpKind kind, double elements, double outputs) {
 
 bool IsMoeLayer(const TwinModel& m, int layer) {
   return m.experts > 0 && layer < static_cast<int>(m.moe.size()) && m.moe[layer];
+}
+
+double ExpertLoad(const TwinModel& m, int layer) {
+  if (layer < 0 || layer >= static_cast<int>(m.expert_load.size())) return 1.0;
+  return std::max(1.0, m.expert_load[layer]);
 }
 
 int MoeLayers(const TwinModel& m, int begin, int end) {
@@ -69,28 +91,26 @@ void AddAttentionPart(const TwinModel& m, const TwinRun& r, double mb, StageWork
   w.Op(OpKind::kCopy, tokens * d_local);
   w.Linear(tokens, d, d_local);
   if (r.tp > 1) w.Received(tokens * d / sp);  // all-reduce (reduce-scatter) of the output projection
-  p.params += d + 4 * d * d_local;
-  p.tensors += 5;
+  p.Add(d);  // norm
+  for (int i = 0; i < 4; ++i) p.Add(d * d_local);  // q, k, v, output projection
 }
 
-void AddFeedForward(const TwinModel& m, const TwinRun& r, bool moe, double mb, StageWork& w, StageParams& p) {
+void AddFeedForward(const TwinModel& m, const TwinRun& r, int layer, double mb, StageWork& w, StageParams& p) {
   const double tokens = mb * static_cast<double>(m.seq);
   const double d = static_cast<double>(m.d_model);
   const double sp = r.sequence_parallel ? r.tp : 1;
   w.Op(OpKind::kPointwise, tokens * d / sp);  // residual add after attention
   w.Op(OpKind::kNorm, tokens * d / sp);
-  p.params += d;
-  p.tensors += 1;
+  p.Add(d);
   const int mats = m.gated_ffn ? 3 : 2;
   if (r.sequence_parallel) w.Received(tokens * d);  // all-gather of the normed shard (MoE: whole sequences)
-  if (!moe) {
+  if (!IsMoeLayer(m, layer)) {
     const double f = static_cast<double>(m.d_ff) / r.tp;
     for (int i = 0; i < mats - 1; ++i) w.Linear(tokens, f, d);
     w.Op(OpKind::kActivation, tokens * f);
     w.Linear(tokens, d, f);
     if (r.tp > 1) w.Received(tokens * d / sp);  // all-reduce (reduce-scatter) of the down projection
-    p.params += mats * d * f;
-    p.tensors += mats;
+    for (int i = 0; i < mats; ++i) p.Add(d * f);
   } else {
     const double e = m.experts;
     const double local = std::max(1.0, e / r.ep);
@@ -101,24 +121,45 @@ void AddFeedForward(const TwinModel& m, const TwinRun& r, bool moe, double mb, S
     w.Op(OpKind::kSoftmax, tokens * e);
     w.Op(OpKind::kSoftmax, tokens * e);
     for (int i = 0; i < 6; ++i) w.Op(OpKind::kPointwise, tokens * e, tokens * m.top_k);
-    // Each local expert gets tokens * top_k / E rows (balanced routing; with
-    // ep > 1 the rows of the ep group's tokens arrive by all-to-all).
-    const double rows = tokens * m.top_k / e * (r.ep > 1 ? r.ep : 1);
-    for (int i = 0; i < static_cast<int>(local); ++i) {
-      w.Op(OpKind::kRows, rows * d);  // gather the expert's token rows
-      for (int j = 0; j < mats - 1; ++j) w.Linear(rows, f, d);
-      w.Op(OpKind::kActivation, rows * f);
-      w.Linear(rows, d, f);
-      w.Op(OpKind::kRows, rows);           // gather its gates
-      w.Op(OpKind::kPointwise, rows * d);  // scale by the gates
+    // Dropless routing: this rank's tokens make `assigned` rows; its local
+    // experts receive `received` of the expert-parallel group's rows (the
+    // busiest rank's share when the routing was measured).
+    const double assigned = tokens * m.top_k;
+    const double received = assigned * (r.ep > 1 ? ExpertLoad(m, layer) : 1.0);
+    const double rows = received / local;  // per local expert
+    if (r.ep > 1) {
+      // parallel/expert_parallel/moe.cc: rows out in expert order, the
+      // all-to-all, per expert its rows, the outputs concatenated and put
+      // back in arrival order, the all-to-all back, gates, scatter-add.
+      w.Op(OpKind::kRows, assigned * d);
+      w.Received(received * d);
+      for (int i = 0; i < static_cast<int>(local); ++i) {
+        w.Op(OpKind::kRows, rows * d);
+        for (int j = 0; j < mats - 1; ++j) w.Linear(rows, f, d);
+        w.Op(OpKind::kActivation, rows * f);
+        w.Linear(rows, d, f);
+      }
+      w.Op(OpKind::kCopy, received * d);
+      w.Op(OpKind::kRows, received * d);
+      w.Received(assigned * d);
+      w.Op(OpKind::kRows, assigned);
+      w.Op(OpKind::kPointwise, assigned * d);
+    } else {
+      // models/ffn.cc (MoeFfn): per expert its rows, the expert, its gates
+      // and the gated output; then one concatenation.
+      for (int i = 0; i < static_cast<int>(local); ++i) {
+        w.Op(OpKind::kRows, rows * d);
+        for (int j = 0; j < mats - 1; ++j) w.Linear(rows, f, d);
+        w.Op(OpKind::kActivation, rows * f);
+        w.Linear(rows, d, f);
+        w.Op(OpKind::kRows, rows);
+        w.Op(OpKind::kPointwise, rows * d);
+      }
+      w.Op(OpKind::kCopy, assigned * d);
     }
-    // Expert parallel: the rows sent out, received and sent back.
-    if (r.ep > 1) w.Received(3 * tokens * m.top_k * d);
-    w.Op(OpKind::kCopy, tokens * m.top_k * d);              // concat
-    w.Op(OpKind::kRows, tokens * m.top_k * d, tokens * d);  // scatter-add rows to token order
-    p.params += d * e + local * mats * d * f;
-    p.expert_params += local * mats * d * f;
-    p.tensors += 1 + local * mats;
+    w.Op(OpKind::kRows, assigned * d, tokens * d);  // scatter-add rows to token order
+    p.Add(d * e);                                   // router
+    for (int i = 0; i < static_cast<int>(local) * mats; ++i) p.Add(d * f, true, r.ep > 1);
   }
   w.Op(OpKind::kPointwise, tokens * d / sp);  // residual add
 }
@@ -146,14 +187,16 @@ void AddStage(const TwinModel& m, const TwinRun& r, int s, int first, int n, Sta
   if (s > 0) w.Received(tokens * d / sp);  // the previous stage's activations
   if (s == 0) {
     w.Op(OpKind::kRows, tokens * d / sp);  // embedding lookup
-    p.params += static_cast<double>(m.vocab) * d;
-    p.tensors += 1;
+    p.Segment();
+    p.Add(static_cast<double>(m.vocab) / r.tp * d);  // (vocabulary-parallel under tp)
+    if (!m.rope) p.Add(static_cast<double>(m.seq) * d);
   }
   for (int i = first; i < first + n; ++i) {
     const double before = p.params;
+    p.Segment();
     StageWork attention = w.Fresh(), ffn = w.Fresh();
     AddAttentionPart(m, r, mb, attention, p);
-    AddFeedForward(m, r, IsMoeLayer(m, i), mb, ffn, p);
+    AddFeedForward(m, r, i, mb, ffn, p);
     const double input = tokens * d / sp;
     if (r.recompute == Recompute::kFull) {
       StageWork block = attention;
@@ -174,8 +217,11 @@ void AddStage(const TwinModel& m, const TwinRun& r, int s, int first, int n, Sta
     w.Linear(tokens, static_cast<double>(m.vocab) / r.tp, d);
     w.Op(OpKind::kCrossEntropy, tokens * static_cast<double>(m.vocab) / r.tp);
     for (int i = 0; i < MoeLayers(m, 0, m.layers) + 2; ++i) w.Op(OpKind::kPointwise, 1);  // aux-loss sum, scale, add
-    p.params += d + (m.tied_embeddings ? 0 : static_cast<double>(m.vocab) * d);
-    p.tensors += 1 + (m.tied_embeddings ? 0 : 1);
+    p.Segment();
+    p.Add(d);  // final norm
+    // The head; tied over pipeline stages, the last stage keeps a copy of
+    // the embedding (parallel/gpt_stage.cc).
+    if (!m.tied_embeddings || r.pp > 1) p.Add(static_cast<double>(m.vocab) / r.tp * d);
   }
 }
 

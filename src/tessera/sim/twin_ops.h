@@ -3,13 +3,22 @@
 // one rank of a pipeline stage, with its size, priced forward and backward
 // with the calibrated costs (calibrate.h), and the elements of every op
 // output the tape keeps until the backward (activation memory).
+// Sizes are what the runtime's allocator reserves (its size classes,
+// hal/pooled_allocator.h), tensor by tensor.
 // Pure; thread-safe.
 #pragma once
+
+#include <vector>
 
 #include "tessera/sim/calibrate.h"
 #include "tessera/sim/twin.h"
 
 namespace tessera::sim::twin_detail {
+
+// Bytes the allocator reserves for one tensor of `floats` fp32 elements.
+double AllocatedBytes(double floats);
+// The same in fp32 elements.
+inline double AllocatedFloats(double floats) { return AllocatedBytes(floats) / 4; }
 
 class StageWork {
  public:
@@ -27,7 +36,7 @@ class StageWork {
   // The output of a communication op recorded on the tape (tp all-reduce,
   // sequence-parallel gather / scatter, expert all-to-all, a stage's
   // received activations): memory only, its time is priced apart.
-  void Received(double elements) { out_floats += elements; }
+  void Received(double elements) { out_floats += AllocatedFloats(elements); }
 
   // Forward + backward seconds, and the split (GEMMs and attention: 1/3
   // forward, element-wise ops: 1/2).
@@ -55,8 +64,21 @@ class StageWork {
 struct StageParams {
   double params = 0;          // on this rank
   double tensors = 0;
+  double tensor_bytes = 0;    // allocated, tensor by tensor (a gradient tensor each too)
   double expert_params = 0;   // of which experts (replicated over dp / ep ranks)
   double largest_block = 0;   // parameters of the largest block (a ZeRO-3 gather)
+  // ZeroOptimizer's buckets (parallel/gpt_stage.cc): one per segment
+  // (embedding, each block, head) and, under expert parallelism, one more
+  // per block for its experts (elements each; the two lists align).
+  std::vector<double> dense_buckets, expert_buckets;
+
+  void Segment() {
+    dense_buckets.push_back(0);
+    expert_buckets.push_back(0);
+  }
+  // One parameter tensor of `numel` elements; `expert_bucket`: it goes to
+  // the segment's expert bucket (expert parallelism).
+  void Add(double numel, bool expert = false, bool expert_bucket = false);
 };
 
 // The work of pipeline stage `s` holding layers [first, first + n) on one
@@ -68,5 +90,7 @@ void AddStage(const TwinModel& m, const TwinRun& r, int s, int first, int n, Sta
 
 bool IsMoeLayer(const TwinModel& m, int layer);
 int MoeLayers(const TwinModel& m, int begin, int end);
+// TwinModel::expert_load of `layer` (1 when not measured).
+double ExpertLoad(const TwinModel& m, int layer);
 
 }  // namespace tessera::sim::twin_detail

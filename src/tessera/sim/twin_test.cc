@@ -104,4 +104,56 @@ TEST(TwinLayouts, MemoryByZeroStage) {
 }
 
 }  // namespace
+
+// Expert parallelism with measured routing: the busiest rank's experts
+// receive `load` x the balanced rows. Memory grows by exactly the tensors
+// that scale with the received rows (the all-to-all output, each expert's
+// rows, its three GEMM outputs and activation, the concatenation and its
+// reordering: 4 d + 3 f floats a row), time by the expert work.
+TEST(TwinLayouts, ExpertLoadScalesTheReceivedRows) {
+  const MachineCalibration c = testing::SyntheticMachine();
+  const ClusterSpec spec = Spec(c, 2);
+  TwinModel m = Model();
+  m.experts = 4;
+  m.top_k = 2;
+  m.d_ff_expert = 256;
+  m.moe = {false, true, false, true};
+  TwinRun r{.global_batch = 16, .micro_batch = 4, .dp = 2, .ep = 2, .zero = 1};
+  auto balanced = PredictTrainStep(c, spec, m, r);
+  m.expert_load = {1, 1.5, 1, 1.5};
+  m.expert_peak_load = {1, 2, 1, 2};
+  auto loaded = PredictTrainStep(c, spec, m, r);
+  ASSERT_TRUE(balanced.ok() && loaded.ok());
+  const double assigned = 4 * 64 * 2, d = 128, f = 256;
+  // Memory follows the peak load (+1x the balanced rows in each MoE layer;
+  // the allocator's size classes add up to 25 % to each tensor).
+  const double grown = loaded->activation_bytes - balanced->activation_bytes;
+  EXPECT_GE(grown, 2 * 4 * assigned * (4 * d + 3 * f));
+  EXPECT_LE(grown, 1.25 * 2 * 4 * assigned * (4 * d + 3 * f));
+  EXPECT_DOUBLE_EQ(loaded->expert_load, 1.5);
+  EXPECT_DOUBLE_EQ(loaded->expert_peak_load, 2);
+  // Time follows the mean load: more GEMM work, a longer step.
+  EXPECT_GT(loaded->gemm_s, 1.1 * balanced->gemm_s);
+  EXPECT_GT(loaded->step_s, balanced->step_s);
+  EXPECT_GT(loaded->ep_comm_s, balanced->ep_comm_s);
+}
+
+
+// One micro-batch a step: its backward frees activations while the
+// gradient tensors appear, so they do not add to the peak; with two the
+// first backward's gradients are alive during the second forward.
+TEST(TwinLayouts, OneMicroBatchPeaksBeforeItsGradients) {
+  const MachineCalibration c = testing::SyntheticMachine();
+  const ClusterSpec spec = Spec(c, 1);
+  TwinRun r{.global_batch = 4, .micro_batch = 4};
+  auto one = PredictTrainStep(c, spec, Model(), r);
+  r.global_batch = 8;
+  auto two = PredictTrainStep(c, spec, Model(), r);
+  ASSERT_TRUE(one.ok() && two.ok());
+  EXPECT_EQ(one->gradient_bytes, 0);
+  EXPECT_GT(two->gradient_bytes, 0);
+  EXPECT_EQ(one->activation_bytes, two->activation_bytes);
+  EXPECT_DOUBLE_EQ(two->peak_memory_bytes - one->peak_memory_bytes, two->gradient_bytes);
+}
+
 }  // namespace tessera::sim

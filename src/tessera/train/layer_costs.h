@@ -1,5 +1,6 @@
 // MeasureLayerCosts: seconds of forward + backward of each transformer block
-// of a config's model on one micro-batch (best of three), the embedding's
+// of a config's model on one micro-batch (best of five interleaved rounds: a
+// disturbance touches every part alike), the embedding's
 // cost added to the first block and the head + loss's to the last, as the
 // pipeline stages run them — what ParallelTrainer balances its stages by.
 #pragma once

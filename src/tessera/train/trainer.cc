@@ -250,6 +250,7 @@ Status Trainer::RunImpl(TrainSummary* summary) {
       int64_t first = (step - 1) * t.global_batch + micro * t.micro_batch;
       data::Batch batch = dataset_->TrainBatch(first, t.micro_batch);
       models::GptOutput out = model_->Forward(batch.inputs, batch.targets);
+      if (options_.after_forward) options_.after_forward(step, micro, *model_);
       loss_sum += out.ce_loss.Item();
       if (out.aux_loss.defined()) aux_sum += out.aux_loss.Item();
       graph::Backward(out.loss, Tensor::Scalar(1.0 / static_cast<double>(accum), out.loss.dtype()));

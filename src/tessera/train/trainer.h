@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -63,6 +64,9 @@ struct TrainerOptions {
   // the number of ranks on this host. -1 = leave them unpinned.
   int bind_slot = -1;
   int bind_slots = 1;
+  // Called after each training micro-batch's forward (step from 1, micro-
+  // batch within the step), e.g. to read the MoE layers' routing.
+  std::function<void(int64_t step, int64_t micro, const models::Gpt& model)> after_forward;
 };
 
 // Applies options.bind_slot (after the thread count is set); a share that
