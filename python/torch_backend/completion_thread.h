@@ -3,7 +3,13 @@
 // over (a process group's operations finish in issue order), so Future
 // callbacks run even when nobody calls wait(). One per process group;
 // the destructor completes what is queued (each bounded by its operation's
-// deadline) and joins. Thread-safe.
+// deadline) and joins.
+// This thread never drops the last reference to a completed work: the
+// work holds tensors whose Python objects need the GIL to die, and a thread
+// that takes the GIL while the interpreter finalizes is ended with a forced
+// unwind (std::terminate through a noexcept destructor). Completed works
+// are retired instead and released by ReleaseRetired on a caller's thread
+// (each new operation) or by the destructor. Thread-safe.
 #pragma once
 
 #include <condition_variable>
@@ -25,6 +31,8 @@ class CompletionThread {
   CompletionThread& operator=(const CompletionThread&) = delete;
 
   void Enqueue(c10::intrusive_ptr<TesseraWork> work);
+  // Drops the works this thread completed (call from a Python-side thread).
+  void ReleaseRetired();
 
  private:
   void Loop();
@@ -32,6 +40,7 @@ class CompletionThread {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<c10::intrusive_ptr<TesseraWork>> queue_;
+  std::deque<c10::intrusive_ptr<TesseraWork>> retired_;
   bool stop_ = false;
   std::thread thread_;
 };

@@ -56,6 +56,7 @@ std::string ProcessGroupTessera::Describe() const { return coll_->Describe(); }
 c10::intrusive_ptr<::c10d::Work> ProcessGroupTessera::MakeWork(OpType type, std::string what, comm::Work work,
                                                                TesseraWork::FinishFn finish,
                                                                std::vector<at::Tensor> outputs) {
+  completer_->ReleaseRetired();
   return c10::make_intrusive<TesseraWork>(rank_, type, fmt::format("{} (rank {}/{})", what, rank_, size_),
                                           std::move(work), std::move(finish), std::move(outputs), timeout_,
                                           completer_.get());

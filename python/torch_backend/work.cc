@@ -138,6 +138,7 @@ CompletionThread::~CompletionThread() {
   }
   cv_.notify_all();
   thread_.join();
+  ReleaseRetired();
 }
 
 void CompletionThread::Enqueue(c10::intrusive_ptr<TesseraWork> work) {
@@ -159,8 +160,16 @@ void CompletionThread::Loop() {
     // Bounded by the operation's deadline; retried if only our wait ran out.
     while (!work->Complete(std::chrono::milliseconds(0))) {
     }
-    work.reset();
     lock.lock();
+    retired_.push_back(std::move(work));  // released on a caller's thread (see header)
+  }
+}
+
+void CompletionThread::ReleaseRetired() {
+  std::deque<c10::intrusive_ptr<TesseraWork>> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done.swap(retired_);
   }
 }
 

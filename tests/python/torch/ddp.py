@@ -67,8 +67,7 @@ def main():
         if dist.get_rank() == 0:
             print(f"{name}: loss {lt[0]:.5f} -> {lt[-1]:.5f} (gloo {lg[-1]:.5f}), max diff "
                   f"{(lt - lg).abs().max():.2e}", flush=True)
-    c.finish()
-    dist.destroy_process_group()
+    c.finish()  # destroys the groups and exits
 
 
 if __name__ == "__main__":
