@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <random>
 #include <memory>
 #include <string>
 
@@ -83,25 +85,47 @@ void Say(const LaunchOptions& o, const std::string& text) {
 }
 
 // A TCP port free right now on `loopback_only ? 127.0.0.1 : every interface`
-// (the kernel's choice, like torchrun --standalone): the port PyTorch's
-// rank 0 serves its own TCPStore on (MASTER_PORT). Closed again at once,
-// without a connection, so it lingers in no TIME_WAIT.
+// for PyTorch's rank 0 to serve its own TCPStore on (MASTER_PORT). Closed
+// again at once, without a connection, so it lingers in no TIME_WAIT. Drawn
+// below Linux's ephemeral range (ip_local_port_range), so that no outgoing
+// connection of another process is handed the same port before PyTorch
+// binds it; the kernel's own choice (port 0, as torchrun --standalone does)
+// only if no drawn port is free.
 StatusOr<int> PickFreeTcpPort(bool loopback_only) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Unavailable("socket() for a free MASTER_PORT failed: errno {}", errno);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(loopback_only ? INADDR_LOOPBACK : INADDR_ANY);
-  a.sin_port = 0;
-  socklen_t len = sizeof(a);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    const int err = errno;
+  auto try_bind = [&](int port) -> int {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(loopback_only ? INADDR_LOOPBACK : INADDR_ANY);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    socklen_t len = sizeof(a);
+    int got = -1;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+      got = ntohs(a.sin_port);
+    }
     ::close(fd);
-    return Unavailable("could not find a free TCP port for MASTER_PORT (PyTorch's store): errno {}", err);
+    return got;
+  };
+  int ephemeral_low = 32768;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    int low = 0, high = 0;
+    if (std::fscanf(f, "%d %d", &low, &high) == 2 && low > 2048) ephemeral_low = low;
+    std::fclose(f);
   }
-  ::close(fd);
-  return static_cast<int>(ntohs(a.sin_port));
+  constexpr int kLowest = 20000;  // above well-known and most registered service ports
+  if (ephemeral_low - kLowest >= 1000) {
+    std::mt19937 rng(std::random_device{}());
+    std::uniform_int_distribution<int> pick(kLowest, ephemeral_low - 1);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      const int port = try_bind(pick(rng));
+      if (port > 0) return port;
+    }
+  }
+  const int port = try_bind(0);
+  if (port <= 0) return Unavailable("could not find a free TCP port for MASTER_PORT (PyTorch's store): errno {}", errno);
+  return port;
 }
 
 constexpr char kTorchPortKey[] = "tessera_launch/torch_master_port";
