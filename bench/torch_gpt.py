@@ -182,6 +182,7 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--backend", default="gloo", help="torch.distributed backend: gloo or tessera (tessera.torch)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -202,7 +203,9 @@ def main():
     rank = int(os.environ.get("RANK", "0"))
     if world > 1:
         import torch.distributed as dist
-        dist.init_process_group("gloo")
+        if args.backend == "tessera":
+            import tessera.torch  # noqa: F401  registers the backend (PYTHONPATH=build/python)
+        dist.init_process_group(args.backend)
         # MoE experts that receive no token in a step have no gradient.
         model = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=bool(moe_layers))
     tr = cfg.get("train", {})
@@ -229,6 +232,7 @@ def main():
     if rank != 0:
         return
     print(json.dumps({"framework": f"pytorch {torch.__version__}", "threads": args.threads, "world": world,
+                      "backend": args.backend if world > 1 else None,
                       "steps": args.steps, "tokens_per_s": tokens / elapsed,
                       "step_ms": 1000 * elapsed / args.steps, "losses": losses,
                       "params": sum(p.numel() for p in model.parameters())}))

@@ -48,7 +48,8 @@ TEST(LaunchTest, FourRanksGetTheirEnvironmentAndPrefixedLines) {
   ProcResult r = RunCommand(
       Launch({"--nproc", "4"},
              "echo \"rank=$RANK world=$WORLD_SIZE local=$LOCAL_RANK/$LOCAL_WORLD_SIZE "
-             "store=$MASTER_ADDR:$MASTER_PORT hosted=$TESSERA_STORE_HOSTED tok=${#TESSERA_JOB_TOKEN}\"; "
+             "store=$TESSERA_STORE_ADDR:$TESSERA_STORE_PORT torch=$MASTER_ADDR:$MASTER_PORT "
+             "hosted=$TESSERA_STORE_HOSTED tok=${#TESSERA_JOB_TOKEN}\"; "
              "echo \"err from $RANK\" >&2"),
       kRunLimit);
   ASSERT_EQ(r.exit_code, 0) << Diagnose(r);
@@ -57,11 +58,15 @@ TEST(LaunchTest, FourRanksGetTheirEnvironmentAndPrefixedLines) {
   std::set<int> ranks;
   std::set<int> stores;
   for (const std::string& line : lines) {
-    int prefix = -1, rank = -1, world = -1, local = -1, local_world = -1, port = -1, hosted = -1, tok = -1, end = 0;
-    const int fields = std::sscanf(line.c_str(),
-                                   "[rank %d] rank=%d world=%d local=%d/%d store=127.0.0.1:%d hosted=%d tok=%d%n",
-                                   &prefix, &rank, &world, &local, &local_world, &port, &hosted, &tok, &end);
-    ASSERT_EQ(fields, 8) << "line: " << line;
+    int prefix = -1, rank = -1, world = -1, local = -1, local_world = -1, port = -1, torch_port = -1, hosted = -1,
+        tok = -1, end = 0;
+    const int fields = std::sscanf(
+        line.c_str(), "[rank %d] rank=%d world=%d local=%d/%d store=127.0.0.1:%d torch=127.0.0.1:%d hosted=%d tok=%d%n",
+        &prefix, &rank, &world, &local, &local_world, &port, &torch_port, &hosted, &tok, &end);
+    ASSERT_EQ(fields, 9) << "line: " << line;
+    // MASTER_PORT is PyTorch's (a free port), not Tessera's store.
+    EXPECT_GT(torch_port, 0);
+    EXPECT_NE(torch_port, port);
     EXPECT_EQ(static_cast<size_t>(end), line.size()) << "line: " << line;
     EXPECT_EQ(prefix, rank);
     EXPECT_EQ(local, rank);  // one node: local rank == rank

@@ -3,7 +3,9 @@
 //  [--heartbeat-timeout S] [--heartbeat-interval S] [--events PATH]
 //  -- CMD ARGS...`: starts N local ranks of CMD with the torchrun-style job
 // environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT, TESSERA_JOB_TOKEN), hosts the job's store on node 0,
+// MASTER_PORT as torchrun means them: a free port for PyTorch's own
+// TCPStore), hosts Tessera's job store on node 0 (TESSERA_STORE_ADDR,
+// TESSERA_STORE_PORT, TESSERA_JOB_TOKEN),
 // prefixes output lines with the rank, forwards signals, and stops the job
 // when a rank fails. As an agent (comm/launcher_agent.h) it watches the
 // ranks' heartbeats (a rank silent for --heartbeat-timeout, default 30 s,
@@ -40,7 +42,8 @@ void RegisterLaunchCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "launch",
       "Start the local ranks of a job: `tessera launch --nproc N -- CMD ARGS...` (each rank gets RANK, "
-      "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and TESSERA_JOB_TOKEN)");
+      "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT as under torchrun, and "
+      "TESSERA_STORE_ADDR, TESSERA_STORE_PORT, TESSERA_JOB_TOKEN for Tessera's own store)");
   AddLaunchOptions(cmd, query.get());
   cmd->callback([query] { Run(*query); });
 }

@@ -199,7 +199,11 @@ Status ParseSlurm(const Env& env, JobEnv& job, std::string* job_id) {
 
 Status ResolveMaster(const Env& env, JobEnv& job, const std::string& job_id) {
   const bool all_local = job.world_size == 1 || job.local_world_size == job.world_size || job.num_nodes == 1;
-  if (auto addr = env.Get("MASTER_ADDR")) {
+  // `tessera launch` names its store TESSERA_STORE_ADDR/PORT and leaves
+  // MASTER_ADDR/MASTER_PORT to PyTorch (torchrun's meaning).
+  if (auto addr = env.Get("TESSERA_STORE_ADDR")) {
+    job.master_addr = *addr;
+  } else if (auto addr = env.Get("MASTER_ADDR")) {
     job.master_addr = *addr;
   } else if (all_local) {
     job.master_addr = "127.0.0.1";
@@ -222,7 +226,9 @@ Status ResolveMaster(const Env& env, JobEnv& job, const std::string& job_id) {
         job.world_size, JobEnvSourceName(job.source),
         job.source == JobEnvSource::kOpenMpi ? " (mpirun -x MASTER_ADDR=<host> -x MASTER_PORT=<port>)" : "");
   }
-  if (env.Has("MASTER_PORT")) {
+  if (env.Has("TESSERA_STORE_PORT")) {
+    TESSERA_ASSIGN_OR_RETURN(job.master_port, env.Int("TESSERA_STORE_PORT", 1, 65535));
+  } else if (env.Has("MASTER_PORT")) {
     TESSERA_ASSIGN_OR_RETURN(job.master_port, env.Int("MASTER_PORT", 1, 65535));
   } else if (!job_id.empty()) {
     // Below Linux's ephemeral range (32768+), so outgoing connections do not

@@ -15,7 +15,9 @@
 //      SLURM_TASKS_PER_NODE ("2(x3),1" indexed by SLURM_NODEID) /
 //      SLURM_NTASKS_PER_NODE, SLURM_NODEID, SLURM_STEP_NUM_NODES.
 //   4. none of these: a single process (rank 0 of 1).
-// Store address: MASTER_ADDR/MASTER_PORT always win. Otherwise: 127.0.0.1
+// Store address: TESSERA_STORE_ADDR/TESSERA_STORE_PORT (set by `tessera
+// launch`, whose MASTER_ADDR/MASTER_PORT are left to PyTorch's own TCPStore,
+// as under torchrun) win, then MASTER_ADDR/MASTER_PORT. Otherwise: 127.0.0.1
 // when every rank is on this host; under Slurm the first host of
 // SLURM_STEP_NODELIST (where task 0 runs), else SLURM_LAUNCH_NODE_IPADDR;
 // otherwise an error asking for MASTER_ADDR. Port default 29500, offset by

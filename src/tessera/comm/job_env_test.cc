@@ -71,6 +71,21 @@ TEST(JobEnv, TorchrunStyle) {
   EXPECT_EQ(d.find(kToken), std::string::npos) << "the token must never be printed: " << d;
 }
 
+TEST(JobEnv, TesseraStoreVariablesWinOverMaster) {
+  // Under `tessera launch` MASTER_* belong to PyTorch; Tessera's store is
+  // TESSERA_STORE_ADDR/PORT.
+  auto job = ParseJobEnv({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "1234"},
+                          {"TESSERA_STORE_ADDR", "10.0.0.2"}, {"TESSERA_STORE_PORT", "4321"},
+                          {"TESSERA_JOB_TOKEN", kToken}});
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->master_addr, "10.0.0.2");
+  EXPECT_EQ(job->master_port, 4321);
+  EXPECT_TRUE(job->master_port_candidates.empty());
+  ExpectError({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"TESSERA_STORE_PORT", "0"},
+               {"TESSERA_JOB_TOKEN", kToken}},
+              {"TESSERA_STORE_PORT"});
+}
+
 TEST(JobEnv, TorchrunAllLocalDefaultsToLoopback) {
   auto job = ParseJobEnv({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
                           {"TESSERA_JOB_TOKEN", kToken}});

@@ -4,10 +4,15 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <random>
 #include <memory>
 #include <string>
 
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "tessera/comm/auth.h"
 #include "tessera/comm/job_env.h"
@@ -79,6 +84,52 @@ void Say(const LaunchOptions& o, const std::string& text) {
   launch::WriteAll(o.stderr_fd, line.data(), line.size());
 }
 
+// A TCP port free right now on `loopback_only ? 127.0.0.1 : every interface`
+// for PyTorch's rank 0 to serve its own TCPStore on (MASTER_PORT). Closed
+// again at once, without a connection, so it lingers in no TIME_WAIT. Drawn
+// below Linux's ephemeral range (ip_local_port_range), so that no outgoing
+// connection of another process is handed the same port before PyTorch
+// binds it; the kernel's own choice (port 0, as torchrun --standalone does)
+// only if no drawn port is free.
+StatusOr<int> PickFreeTcpPort(bool loopback_only) {
+  auto try_bind = [&](int port) -> int {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(loopback_only ? INADDR_LOOPBACK : INADDR_ANY);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    socklen_t len = sizeof(a);
+    int got = -1;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+      got = ntohs(a.sin_port);
+    }
+    ::close(fd);
+    return got;
+  };
+  int ephemeral_low = 32768;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    int low = 0, high = 0;
+    if (std::fscanf(f, "%d %d", &low, &high) == 2 && low > 2048) ephemeral_low = low;
+    std::fclose(f);
+  }
+  constexpr int kLowest = 20000;  // above well-known and most registered service ports
+  if (ephemeral_low - kLowest >= 1000) {
+    std::mt19937 rng(std::random_device{}());
+    std::uniform_int_distribution<int> pick(kLowest, ephemeral_low - 1);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      const int port = try_bind(pick(rng));
+      if (port > 0) return port;
+    }
+  }
+  const int port = try_bind(0);
+  if (port <= 0) return Unavailable("could not find a free TCP port for MASTER_PORT (PyTorch's store): errno {}", errno);
+  return port;
+}
+
+constexpr char kTorchPortKey[] = "tessera_launch/torch_master_port";
+
 // The job token and the store: hosted here on node 0, joined on the other
 // nodes (multi-node jobs only need a client here).
 Status SetUpStore(const LaunchOptions& o, const EnvMap& env, launch::AgentStore* store) {
@@ -119,6 +170,24 @@ Status SetUpStore(const LaunchOptions& o, const EnvMap& env, launch::AgentStore*
                                      store->token, co);
     if (!c.ok()) return c.status().WithContext(fmt::format("while node {} joins the job store", o.node_rank));
     store->client = *c;
+  }
+  // MASTER_PORT for PyTorch (torch.distributed env://): node 0 picks it and
+  // tells the other nodes through the job store.
+  if (o.node_rank == 0) {
+    TESSERA_ASSIGN_OR_RETURN(store->torch_master_port, PickFreeTcpPort(o.master_addr.empty()));
+    if (store->client) {
+      TESSERA_RETURN_IF_ERROR(store->client->SetString(kTorchPortKey, std::to_string(store->torch_master_port))
+                                  .WithContext("while node 0 publishes MASTER_PORT"));
+    }
+  } else {
+    auto v = store->client->GetString(kTorchPortKey, o.connect_timeout);
+    if (!v.ok()) return v.status().WithContext(fmt::format("while node {} reads MASTER_PORT from node 0", o.node_rank));
+    int port = 0;
+    auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), port);
+    if (ec != std::errc() || ptr != v->data() + v->size() || port <= 0 || port > 65535) {
+      return Internal("node 0 published MASTER_PORT '{}' under {}: not a port", *v, kTorchPortKey);
+    }
+    store->torch_master_port = port;
   }
   return Status::Ok();
 }

@@ -11,7 +11,11 @@
 //     starting anything.
 //   - Each local rank is fork/exec'ed in its own process group with the
 //     launcher's environment plus RANK, WORLD_SIZE, LOCAL_RANK,
-//     LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TESSERA_JOB_TOKEN,
+//     LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun's meaning: a port
+//     free when the job started, on which PyTorch's rank 0 serves its own
+//     TCPStore; node 0 picks it, the other nodes read it from the store),
+//     TESSERA_STORE_ADDR, TESSERA_STORE_PORT (the launcher's store, which
+//     Tessera's ranks use; job_env.h), TESSERA_JOB_TOKEN,
 //     TESSERA_STORE_HOSTED=1, TESSERA_NODE_RANK, TESSERA_NUM_NODES; stdin is
 //     /dev/null. stdout and stderr come back through pipes and are written
 //     to the launcher's stdout/stderr one whole line per write(), prefixed

@@ -51,7 +51,11 @@ EnvMap Agent::BaseEnv() const {
   env["WORLD_SIZE"] = std::to_string(NumNodes() * o_.nproc);
   env["LOCAL_WORLD_SIZE"] = std::to_string(o_.nproc);
   env["MASTER_ADDR"] = store_.master_addr;
-  env["MASTER_PORT"] = std::to_string(store_.master_port);
+  // torchrun's meaning for PyTorch (rank 0 serves its TCPStore there);
+  // Tessera's ranks find the launcher's store by TESSERA_STORE_ADDR/PORT.
+  env["MASTER_PORT"] = std::to_string(store_.torch_master_port);
+  env["TESSERA_STORE_ADDR"] = store_.master_addr;
+  env["TESSERA_STORE_PORT"] = std::to_string(store_.master_port);
   env["TESSERA_JOB_TOKEN"] = store_.token;
   env["TESSERA_STORE_HOSTED"] = std::string(1, '1');
   env["TESSERA_NODE_RANK"] = std::to_string(NodePosition());

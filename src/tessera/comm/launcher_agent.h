@@ -57,7 +57,8 @@ namespace tessera::comm::launch {
 struct AgentStore {
   std::string token;
   std::string master_addr;
-  int master_port = 0;
+  int master_port = 0;        // Tessera's store: TESSERA_STORE_ADDR/PORT
+  int torch_master_port = 0;  // free for PyTorch's TCPStore: MASTER_PORT
   std::unique_ptr<TcpStoreServer> server;   // node 0
   std::shared_ptr<TcpStoreClient> client;   // multi-node
 };

@@ -74,7 +74,7 @@ class TcpStoreClient::Impl {
     }
     return Unavailable(
         "could not connect to store {} within {} ms ({} attempts); last error: {}. Is the store server (the "
-        "launcher or rank 0) running and reachable at MASTER_ADDR:MASTER_PORT?",
+        "launcher or rank 0) running and reachable at TESSERA_STORE_ADDR:TESSERA_STORE_PORT (else MASTER_ADDR:MASTER_PORT)?",
         address_, Ms(options_.connect_timeout), attempts, last.message());
   }
 

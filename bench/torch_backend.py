@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""torch.distributed.all_reduce with the 'tessera' backend against 'gloo', in
+the same processes (run under `tessera launch --nproc N`; bench/torch_backend.sh
+drives it and compares with `tessera ccl-perf`).
+
+Prints one JSON line (rank 0): per size, the median time of one blocking
+all_reduce (fp32 SUM, in place) over the timed iterations, for tessera with
+ordinary tensors, tessera with tensors from tessera.torch.empty_shared (zero
+copy) and gloo, and nccl-tests' busbw (2(n-1)/n * bytes / time).
+
+Usage: torch_backend.py [--sizes 8,67108864] [--iters 2000,10] [--warmup 200,3]
+"""
+import argparse
+import json
+import mmap
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+import tessera.torch
+
+
+def tensor(nbytes, hugepages):
+    n = max(1, nbytes // 4)
+    if not hugepages:
+        return torch.ones(n, dtype=torch.float32)
+    # Anonymous memory advised for transparent huge pages before its first
+    # touch, as ccl-perf allocates its buffers (torch's allocator does not).
+    mm = mmap.mmap(-1, max(4096, n * 4))
+    mm.madvise(mmap.MADV_HUGEPAGE)
+    x = torch.frombuffer(mm, dtype=torch.float32, count=n)
+    x.fill_(1.0)
+    return x
+
+
+def bench(group, nbytes, iters, warmup, hugepages=False, shared=False):
+    if shared:  # every rank's tensor from AllocShared: zero copy
+        x = tessera.torch.empty_shared(max(1, nbytes // 4)).fill_(1.0)
+    else:
+        x = tensor(nbytes, hugepages)
+    for _ in range(warmup):
+        dist.all_reduce(x, group=group)
+    times = []
+    dist.barrier(group=group)
+    # Blocks of iterations, so the clock's cost does not weigh on 8 bytes.
+    block = max(1, min(iters, 1000 if nbytes < 65536 else 1))
+    for _ in range(max(1, iters // block)):
+        t0 = time.perf_counter()
+        for _ in range(block):
+            dist.all_reduce(x, group=group)
+        times.append((time.perf_counter() - t0) / block)
+    # The slowest rank's median (all ranks must finish an all-reduce).
+    t = torch.tensor([statistics.median(times)], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    return t.item()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="8,67108864")
+    ap.add_argument("--iters", default="5000,10")
+    ap.add_argument("--warmup", default="500,3")
+    ap.add_argument("--hugepages", action="store_true",
+                    help="tensors on memory advised for transparent huge pages (like ccl-perf's buffers)")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    iters = [int(s) for s in args.iters.split(",")]
+    warmup = [int(s) for s in args.warmup.split(",")]
+    dist.init_process_group("tessera")
+    gloo = dist.new_group(backend="gloo")
+    n = dist.get_world_size()
+    rows = []
+    for nbytes, it, wu in zip(sizes, iters, warmup):
+        row = {"bytes": nbytes}
+        for name, group, shared in [("tessera", dist.group.WORLD, False), ("tessera_shared", dist.group.WORLD, True),
+                                    ("gloo", gloo, False)]:
+            t = bench(group, nbytes, it, wu, args.hugepages, shared)
+            row[name + "_us"] = t * 1e6
+            row[name + "_busbw_GBps"] = 2 * (n - 1) / n * nbytes / t / 1e9
+        row["ratio"] = row["gloo_us"] / row["tessera_us"]
+        rows.append(row)
+    if dist.get_rank() == 0:
+        print(json.dumps({"nproc": n, "hugepages": args.hugepages, "rows": rows}), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
