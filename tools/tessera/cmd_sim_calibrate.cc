@@ -274,10 +274,25 @@ Status Predict(const PredictArgs& a) {
   TESSERA_ASSIGN_OR_RETURN(sim::ClusterSpec spec, sim::LoadClusterSpec(a.cluster));
   sim::TwinModel model = TwinModelOf(config.model);
   const parallel::ParallelConfig& p = config.parallel;
-  // Expert parallelism: how unevenly the config's data routes (measured on
-  // its model at initialization; train/router_probe.h).
-  if (!a.balanced_experts && p.ep > 1 && config.model.moe.num_experts > 0) {
-    auto load = train::ProbeExpertLoad(config);
+  // Expert parallelism: how unevenly the config's data routes, measured by
+  // training its first steps on one process (train/router_probe.h) — when
+  // the twin says that fits in half the host memory and a minute.
+  constexpr int kProbeSteps = 16;
+  bool probe = !a.balanced_experts && p.ep > 1 && config.model.moe.num_experts > 0;
+  if (probe) {
+    sim::TwinRun one{.global_batch = config.train.global_batch, .micro_batch = config.train.micro_batch};
+    TESSERA_ASSIGN_OR_RETURN(sim::TwinPrediction alone, sim::PredictTrainStep(c, spec, model, one));
+    const double probe_s = alone.step_s * static_cast<double>(std::min<int64_t>(config.train.steps, kProbeSteps));
+    if (alone.peak_memory_bytes > c.host_memory_bytes / 2 || probe_s > 60) {
+      std::fprintf(stderr,
+                   "sim predict: the router probe would need %.1f GB and %.0f s on one process; assuming balanced "
+                   "MoE routing (the expert-parallel memory and time are then a lower bound)\n",
+                   alone.peak_memory_bytes / 1e9, probe_s);
+      probe = false;
+    }
+  }
+  if (probe) {
+    auto load = train::ProbeExpertLoad(config, kProbeSteps);
     if (!load.ok()) return load.status().WithContext("sim predict: the router probe");
     for (const train::ExpertLoad& l : *load) {
       model.expert_load.push_back(l.mean);
