@@ -58,10 +58,18 @@ TEST(TwinCalibrate, TinySweepWritesSpecsThatPredictEveryLayout) {
            {{}, 8}}) {  // the config's own layout: dp 2 x tp 2 x pp 2, ep 2
     std::vector<std::string> argv = {TESSERA_BIN, "sim", "predict", "--cluster", spec, Default(), "--json"};
     for (const std::string& kv : sets) argv.insert(argv.end(), {"--set", kv});
-    ProcResult p = RunCommand(argv, seconds(30));
+    // Expert parallelism: the router probe trains the config's first steps
+    // (2 here, to stay quick under the sanitizers).
+    if (ranks > 1) argv.insert(argv.end(), {"--set", "train.steps=2"});
+    ProcResult p = RunCommand(argv, seconds(120));
     ASSERT_EQ(p.exit_code, 0) << Diagnose(p);
     const nlohmann::json j = nlohmann::json::parse(p.out);
     EXPECT_EQ(j.at("ranks").get<int>(), ranks);
+    if (ranks > 1) {  // both MoE layers of the default model probed
+      ASSERT_TRUE(j.contains("router_probe")) << p.out;
+      EXPECT_EQ(j.at("router_probe").size(), 2u);
+      EXPECT_GE(j.at("expert_load").get<double>(), 1.0);
+    }
     EXPECT_GT(j.at("step_time_s").get<double>(), 0);
     EXPECT_GT(j.at("peak_memory_bytes").get<double>(), j.at("activation_bytes").get<double>());
     if (ranks == 1) single = j.at("step_time_s").get<double>();
