@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -279,15 +280,17 @@ Status Predict(const PredictArgs& a) {
   // the twin says that fits in half the host memory and a minute.
   constexpr int kProbeSteps = 16;
   bool probe = !a.balanced_experts && p.ep > 1 && config.model.moe.num_experts > 0;
+  std::string probe_skipped;  // why balanced routing was assumed instead (JSON too)
   if (probe) {
     sim::TwinRun one{.global_batch = config.train.global_batch, .micro_batch = config.train.micro_batch};
     TESSERA_ASSIGN_OR_RETURN(sim::TwinPrediction alone, sim::PredictTrainStep(c, spec, model, one));
     const double probe_s = alone.step_s * static_cast<double>(std::min<int64_t>(config.train.steps, kProbeSteps));
     if (alone.peak_memory_bytes > c.host_memory_bytes / 2 || probe_s > 60) {
-      std::fprintf(stderr,
-                   "sim predict: the router probe would need %.1f GB and %.0f s on one process; assuming balanced "
-                   "MoE routing (the expert-parallel memory and time are then a lower bound)\n",
-                   alone.peak_memory_bytes / 1e9, probe_s);
+      probe_skipped = fmt::format(
+          "the router probe would need {:.1f} GB and {:.0f} s on one process; balanced MoE routing assumed (the "
+          "expert-parallel memory and time are then a lower bound)",
+          alone.peak_memory_bytes / 1e9, probe_s);
+      std::fprintf(stderr, "sim predict: %s\n", probe_skipped.c_str());
       probe = false;
     }
   }
@@ -322,6 +325,7 @@ Status Predict(const PredictArgs& a) {
   if (a.json) {
     nlohmann::json j = nlohmann::json::parse(sim::TwinPredictionJson(r));
     if (!routing.empty()) j["router_probe"] = routing;
+    if (!probe_skipped.empty()) j["router_probe_skipped"] = probe_skipped;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("%s", sim::DescribeTwinPrediction(r).c_str());
