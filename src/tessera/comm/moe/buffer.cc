@@ -1,0 +1,276 @@
+#include "tessera/comm/moe/buffer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "tessera/base/float16.h"
+
+namespace tessera::comm::moe {
+namespace {
+
+size_t ElemBytes(DataType dtype) { return dtype == DataType::kBFloat16 ? 2 : 4; }
+
+Status CheckDtype(DataType dtype, Payload payload, const char* op) {
+  if (dtype != DataType::kFloat32 && dtype != DataType::kBFloat16) {
+    return InvalidArgument("MoE {}: dtype {} is not float32 or bfloat16", op, DataTypeName(dtype));
+  }
+  if (payload == Payload::kFloat32 && dtype != DataType::kFloat32) {
+    return InvalidArgument("MoE {}: an fp32 payload needs float32 input, got {}", op, DataTypeName(dtype));
+  }
+  return Status::Ok();
+}
+
+// Per-token metadata of the layout exchange: per choice, the local expert
+// on the destination (-1: elsewhere or none) and the weight.
+struct ChoiceMeta {
+  int32_t local_expert;
+  float weight;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<MoeBuffer>> MoeBuffer::Create(Communicator* comm, int num_experts, int64_t hidden) {
+  if (comm == nullptr) return InvalidArgument("MoeBuffer: no communicator");
+  if (num_experts < 1 || num_experts % comm->size() != 0) {
+    return InvalidArgument("MoeBuffer: {} experts cannot be sharded over {} ranks (need a positive multiple)",
+                           num_experts, comm->size());
+  }
+  if (hidden < 1) return InvalidArgument("MoeBuffer: hidden = {} must be positive", hidden);
+  return std::unique_ptr<MoeBuffer>(new MoeBuffer(comm, num_experts, hidden));
+}
+
+MoeBuffer::MoeBuffer(Communicator* comm, int num_experts, int64_t hidden)
+    : comm_(comm), rank_(comm->rank()), ranks_(comm->size()), num_experts_(num_experts), hidden_(hidden) {
+  const bool shared = comm->zero_copy();
+  send_stage_.set_shared(shared);
+  recv_stage_.set_shared(shared);
+}
+
+Status MoeBuffer::Exchange(const uint8_t* send, const std::vector<int64_t>& send_offsets, uint8_t* recv,
+                           const std::vector<int64_t>& recv_offsets, size_t record_bytes, const char* what) {
+  std::vector<size_t> sc(ranks_), sd(ranks_), rc(ranks_), rd(ranks_);
+  for (int r = 0; r < ranks_; ++r) {
+    sd[r] = static_cast<size_t>(send_offsets[r]) * record_bytes;
+    sc[r] = static_cast<size_t>(send_offsets[r + 1] - send_offsets[r]) * record_bytes;
+    rd[r] = static_cast<size_t>(recv_offsets[r]) * record_bytes;
+    rc[r] = static_cast<size_t>(recv_offsets[r + 1] - recv_offsets[r]) * record_bytes;
+    if (r != rank_) bytes_sent_ += sc[r];
+  }
+  if (ranks_ == 1) {
+    std::memcpy(recv, send, sc[0]);
+    return Status::Ok();
+  }
+  Status st = comm_->AllToAllV(send, std::move(sc), std::move(sd), recv, std::move(rc), std::move(rd),
+                               DataType::kUint8);
+  if (!st.ok()) return st.WithContext(fmt::format("MoE {} (rank {} of {})", what, rank_, ranks_));
+  return Status::Ok();
+}
+
+Status MoeBuffer::CheckHandle(const DispatchHandle& h) const {
+  if (h.num_ranks != ranks_ || h.rank != rank_ || h.num_experts != num_experts_) {
+    return InvalidArgument("MoE: the handle belongs to another group (rank {}/{}, {} experts; this buffer: {}/{}, {})",
+                           h.rank, h.num_ranks, h.num_experts, rank_, ranks_, num_experts_);
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::shared_ptr<const DispatchHandle>> MoeBuffer::Layout(std::span<const int64_t> topk_idx, int top_k,
+                                                                  std::span<const float> topk_weights) {
+  if (top_k < 1 || topk_idx.size() % static_cast<size_t>(top_k) != 0) {
+    return InvalidArgument("MoE layout: topk_idx has {} entries, not a multiple of top_k {}", topk_idx.size(), top_k);
+  }
+  if (!topk_weights.empty() && topk_weights.size() != topk_idx.size()) {
+    return InvalidArgument("MoE layout: topk_weights has {} entries, topk_idx {}", topk_weights.size(),
+                           topk_idx.size());
+  }
+  const int64_t tokens = static_cast<int64_t>(topk_idx.size() / top_k);
+  TESSERA_ASSIGN_OR_RETURN(DispatchLayout layout,
+                           GetDispatchLayout(topk_idx, tokens, top_k, num_experts_, ranks_));
+  auto h = std::make_shared<DispatchHandle>();
+  h->rank = rank_;
+  h->num_ranks = ranks_;
+  h->num_experts = num_experts_;
+  h->local_experts = num_experts_ / ranks_;
+  h->top_k = top_k;
+  h->num_tokens = tokens;
+  const int local = h->local_experts;
+
+  // Send side: tokens per destination, in token order.
+  h->send_offsets.assign(ranks_ + 1, 0);
+  for (int r = 0; r < ranks_; ++r) h->send_offsets[r + 1] = h->send_offsets[r] + layout.tokens_per_rank[r];
+  h->send_tokens.resize(static_cast<size_t>(h->send_offsets[ranks_]));
+  {
+    std::vector<int64_t> cursor(h->send_offsets.begin(), h->send_offsets.end() - 1);
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int r = 0; r < ranks_; ++r) {
+        if (layout.token_in_rank[static_cast<size_t>(t) * ranks_ + r]) h->send_tokens[cursor[r]++] = t;
+      }
+    }
+  }
+
+  // Round trip 1: how many tokens each source sends here.
+  std::vector<int64_t> recv_counts(ranks_);
+  if (ranks_ == 1) {
+    recv_counts[0] = layout.tokens_per_rank[0];
+  } else {
+    Status st = comm_->AllToAll(layout.tokens_per_rank.data(), recv_counts.data(), 1, DataType::kInt64);
+    if (!st.ok()) return st.WithContext(fmt::format("MoE layout counts (rank {} of {})", rank_, ranks_));
+  }
+  h->recv_offsets.assign(ranks_ + 1, 0);
+  for (int s = 0; s < ranks_; ++s) h->recv_offsets[s + 1] = h->recv_offsets[s] + recv_counts[s];
+
+  // Round trip 2: each sent token's choices as seen by its destination.
+  const size_t meta_bytes = sizeof(ChoiceMeta) * static_cast<size_t>(top_k);
+  TESSERA_ASSIGN_OR_RETURN(uint8_t * send_meta, send_stage_.Get(h->num_sent_tokens() * meta_bytes));
+  TESSERA_ASSIGN_OR_RETURN(uint8_t * recv_meta, recv_stage_.Get(h->num_recv_tokens() * meta_bytes));
+  for (int r = 0; r < ranks_; ++r) {
+    for (int64_t i = h->send_offsets[r]; i < h->send_offsets[r + 1]; ++i) {
+      const int64_t t = h->send_tokens[i];
+      auto* m = reinterpret_cast<ChoiceMeta*>(send_meta + i * meta_bytes);
+      for (int j = 0; j < top_k; ++j) {
+        const int64_t e = topk_idx[t * top_k + j];
+        m[j].local_expert = e >= 0 && e / local == r ? static_cast<int32_t>(e % local) : -1;
+        m[j].weight = topk_weights.empty() ? 1.0f : topk_weights[t * top_k + j];
+      }
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(Exchange(send_meta, h->send_offsets, recv_meta, h->recv_offsets, meta_bytes, "layout"));
+
+  // Rows: grouped by local expert, then source, then the source's order.
+  const int64_t received = h->num_recv_tokens();
+  std::vector<int64_t> per_expert_source(static_cast<size_t>(local) * ranks_, 0);
+  for (int s = 0; s < ranks_; ++s) {
+    for (int64_t i = h->recv_offsets[s]; i < h->recv_offsets[s + 1]; ++i) {
+      const auto* m = reinterpret_cast<const ChoiceMeta*>(recv_meta + i * meta_bytes);
+      for (int j = 0; j < top_k; ++j) {
+        const int32_t le = m[j].local_expert;
+        if (le < -1 || le >= local) {
+          return Internal("MoE layout: rank {} sent local expert {} (of {})", s, le, local);
+        }
+        if (le >= 0) ++per_expert_source[static_cast<size_t>(le) * ranks_ + s];
+      }
+    }
+  }
+  h->expert_offsets.assign(local + 1, 0);
+  std::vector<int64_t> cursor(per_expert_source.size());
+  int64_t at = 0;
+  for (int j = 0; j < local; ++j) {
+    for (int s = 0; s < ranks_; ++s) {
+      cursor[static_cast<size_t>(j) * ranks_ + s] = at;
+      at += per_expert_source[static_cast<size_t>(j) * ranks_ + s];
+    }
+    h->expert_offsets[j + 1] = at;
+  }
+  h->row_weights.resize(static_cast<size_t>(at));
+  h->row_offsets.assign(received + 1, 0);
+  h->rows_of.reserve(static_cast<size_t>(at));
+  h->choice_of.reserve(static_cast<size_t>(at));
+  for (int s = 0; s < ranks_; ++s) {
+    for (int64_t i = h->recv_offsets[s]; i < h->recv_offsets[s + 1]; ++i) {
+      const auto* m = reinterpret_cast<const ChoiceMeta*>(recv_meta + i * meta_bytes);
+      for (int j = 0; j < top_k; ++j) {
+        if (m[j].local_expert < 0) continue;
+        const int64_t row = cursor[static_cast<size_t>(m[j].local_expert) * ranks_ + s]++;
+        h->rows_of.push_back(row);
+        h->choice_of.push_back(j);
+        h->row_weights[row] = m[j].weight;
+      }
+      h->row_offsets[i + 1] = static_cast<int64_t>(h->rows_of.size());
+    }
+  }
+  h->layout = std::move(layout);
+  return std::shared_ptr<const DispatchHandle>(std::move(h));
+}
+
+Status MoeBuffer::Dispatch(const DispatchHandle& h, const void* x, DataType dtype, Payload payload, void* recv_x) {
+  TESSERA_RETURN_IF_ERROR(CheckHandle(h));
+  TESSERA_RETURN_IF_ERROR(CheckDtype(dtype, payload, "dispatch"));
+  const size_t row_bytes = RowBytes(payload, hidden_);
+  const size_t elem_row = static_cast<size_t>(hidden_) * ElemBytes(dtype);
+  TESSERA_ASSIGN_OR_RETURN(uint8_t * send, send_stage_.Get(h.num_sent_tokens() * row_bytes));
+  TESSERA_ASSIGN_OR_RETURN(uint8_t * recv, recv_stage_.Get(h.num_recv_tokens() * row_bytes));
+  const auto* xb = static_cast<const uint8_t*>(x);
+  for (int64_t i = 0; i < h.num_sent_tokens(); ++i) {
+    EncodeRow(payload, xb + h.send_tokens[i] * elem_row, dtype, hidden_, send + i * row_bytes);
+  }
+  TESSERA_RETURN_IF_ERROR(Exchange(send, h.send_offsets, recv, h.recv_offsets, row_bytes, "dispatch"));
+  auto* out = static_cast<uint8_t*>(recv_x);
+  for (int64_t i = 0; i < h.num_recv_tokens(); ++i) {
+    const int64_t first = h.row_offsets[i], last = h.row_offsets[i + 1];
+    if (first == last) continue;
+    uint8_t* row0 = out + h.rows_of[first] * elem_row;
+    DecodeRow(payload, recv + i * row_bytes, hidden_, dtype, row0);
+    for (int64_t k = first + 1; k < last; ++k) std::memcpy(out + h.rows_of[k] * elem_row, row0, elem_row);
+  }
+  return Status::Ok();
+}
+
+Status MoeBuffer::Combine(const DispatchHandle& h, const void* y, DataType dtype, const float* row_weights,
+                          Payload payload, void* out) {
+  TESSERA_RETURN_IF_ERROR(CheckHandle(h));
+  TESSERA_RETURN_IF_ERROR(CheckDtype(dtype, payload, "combine"));
+  const size_t row_bytes = RowBytes(payload, hidden_);
+  const size_t h_sz = static_cast<size_t>(hidden_);
+  TESSERA_ASSIGN_OR_RETURN(uint8_t * send, send_stage_.Get(h.num_recv_tokens() * row_bytes));
+  TESSERA_ASSIGN_OR_RETURN(uint8_t * recv, recv_stage_.Get(h.num_sent_tokens() * row_bytes));
+  acc_.resize(std::max(h_sz, static_cast<size_t>(h.num_tokens) * h_sz));
+  // Expert side: one partial sum per received token.
+  float* partial = acc_.data();
+  for (int64_t i = 0; i < h.num_recv_tokens(); ++i) {
+    std::fill(partial, partial + h_sz, 0.0f);
+    for (int64_t k = h.row_offsets[i]; k < h.row_offsets[i + 1]; ++k) {
+      const int64_t row = h.rows_of[k];
+      const float w = row_weights != nullptr ? row_weights[row] : 1.0f;
+      if (dtype == DataType::kBFloat16) {
+        const auto* yr = static_cast<const uint16_t*>(y) + row * hidden_;
+        for (size_t c = 0; c < h_sz; ++c) {
+          const float prod = bf16::FromBits(yr[c]).ToFloat() * w;
+          partial[c] += prod;
+        }
+      } else {
+        const float* yr = static_cast<const float*>(y) + row * hidden_;
+        for (size_t c = 0; c < h_sz; ++c) {
+          const float prod = yr[c] * w;
+          partial[c] += prod;
+        }
+      }
+    }
+    EncodeRow(payload, partial, DataType::kFloat32, hidden_, send + i * row_bytes);
+  }
+  TESSERA_RETURN_IF_ERROR(Exchange(send, h.recv_offsets, recv, h.send_offsets, row_bytes, "combine"));
+  // Source side: partial sums in rank order.
+  float* sum = acc_.data();
+  std::fill(sum, sum + static_cast<size_t>(h.num_tokens) * h_sz, 0.0f);
+  for (int64_t i = 0; i < h.num_sent_tokens(); ++i) {
+    DecodeAccumulate(payload, recv + i * row_bytes, hidden_, sum + h.send_tokens[i] * hidden_);
+  }
+  if (dtype == DataType::kFloat32) {
+    std::memcpy(out, sum, static_cast<size_t>(h.num_tokens) * h_sz * 4);
+  } else {
+    auto* o = static_cast<uint16_t*>(out);
+    for (size_t i = 0; i < static_cast<size_t>(h.num_tokens) * h_sz; ++i) o[i] = bf16::FromFloat(sum[i]);
+  }
+  return Status::Ok();
+}
+
+Status MoeBuffer::ReturnScalars(const DispatchHandle& h, const float* per_row, float* out) {
+  TESSERA_RETURN_IF_ERROR(CheckHandle(h));
+  const size_t record = sizeof(float) * static_cast<size_t>(h.top_k);
+  TESSERA_ASSIGN_OR_RETURN(uint8_t * send, send_stage_.Get(h.num_recv_tokens() * record));
+  TESSERA_ASSIGN_OR_RETURN(uint8_t * recv, recv_stage_.Get(h.num_sent_tokens() * record));
+  for (int64_t i = 0; i < h.num_recv_tokens(); ++i) {
+    auto* v = reinterpret_cast<float*>(send + i * record);
+    std::fill(v, v + h.top_k, 0.0f);
+    for (int64_t k = h.row_offsets[i]; k < h.row_offsets[i + 1]; ++k) v[h.choice_of[k]] = per_row[h.rows_of[k]];
+  }
+  TESSERA_RETURN_IF_ERROR(Exchange(send, h.recv_offsets, recv, h.send_offsets, record, "return scalars"));
+  std::fill(out, out + h.num_tokens * h.top_k, 0.0f);
+  for (int64_t i = 0; i < h.num_sent_tokens(); ++i) {
+    const auto* v = reinterpret_cast<const float*>(recv + i * record);
+    float* o = out + h.send_tokens[i] * h.top_k;
+    for (int j = 0; j < h.top_k; ++j) o[j] += v[j];
+  }
+  return Status::Ok();
+}
+
+}  // namespace tessera::comm::moe
