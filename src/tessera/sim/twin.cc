@@ -161,15 +161,18 @@ StatusOr<TwinPrediction> PredictTrainStep(const MachineCalibration& calibration,
       meetings += 4.0 * n + 2;
     }
     if (r.ep > 1 && moe_here > 0) {
-      // Each all-to-all takes as long as the busiest rank's share.
+      // Each exchange takes as long as the busiest rank's share; a token
+      // crosses once per rank that holds one of its experts (comm/moe).
+      const double per_token = twin_detail::RanksPerToken(m, r.ep);
       for (int i = layer - n; i < layer; ++i) {
         if (!twin_detail::IsMoeLayer(m, i)) continue;
         out.expert_load = std::max(out.expert_load, twin_detail::ExpertLoad(m, i));
         ep_mb += 4.0 * CollectiveSeconds(calibration, spec, CollectiveKind::kAllToAll,
-                                         act_bytes * m.top_k * twin_detail::ExpertLoad(timed, i), r.ep);
+                                         act_bytes * per_token * twin_detail::ExpertLoad(timed, i), r.ep);
       }
-      // Forward: counts, rows out, rows back; backward: rows both ways.
-      meetings += 5.0 * moe_here;
+      // Forward: counts, layout metadata, dispatch, combine; backward: the
+      // combine's dispatch, the gates' return, the dispatch's combine.
+      meetings += 7.0 * moe_here;
     }
     if (r.pp > 1) {
       pp_mb = (s > 0 ? 1 : 0) * EstimateP2P(spec, act_bytes / r.tp, true) +

@@ -61,6 +61,16 @@ double ExpertLoad(const TwinModel& m, int layer) {
   return std::max(1.0, m.expert_load[layer]);
 }
 
+double RanksPerToken(const TwinModel& m, int ep) {
+  if (ep <= 1 || m.experts <= 0) return 1.0;
+  // 1 - C(E - L, k) / C(E, k): the chance that a rank holds none of a
+  // token's k distinct experts (uniformly routed) is the ratio of choices.
+  const int e = m.experts, l = std::max(1, m.experts / ep), k = std::min(m.top_k, m.experts);
+  double none = 1.0;
+  for (int i = 0; i < k; ++i) none *= static_cast<double>(e - l - i) / static_cast<double>(e - i);
+  return ep * (1.0 - std::max(0.0, none));
+}
+
 int MoeLayers(const TwinModel& m, int begin, int end) {
   int n = 0;
   for (int i = begin; i < end; ++i) n += IsMoeLayer(m, i) ? 1 : 0;
@@ -128,22 +138,25 @@ void AddFeedForward(const TwinModel& m, const TwinRun& r, int layer, double mb, 
     const double received = assigned * (r.ep > 1 ? ExpertLoad(m, layer) : 1.0);
     const double rows = received / local;  // per local expert
     if (r.ep > 1) {
-      // parallel/expert_parallel/moe.cc: rows out in expert order, the
-      // all-to-all, per expert its rows, the outputs concatenated and put
-      // back in arrival order, the all-to-all back, gates, scatter-add.
-      w.Op(OpKind::kRows, assigned * d);
+      // parallel/expert_parallel/moe.cc over comm/moe (DeepEP's dispatch and
+      // combine): each token's vector is packed once per rank that holds one
+      // of its experts (staging, not a tensor) and arrives, unpacked, in the
+      // rows grouped by local expert; each expert runs on its block (a
+      // view); the outputs, concatenated, are in dispatch order; the combine
+      // sums the gated rows per token and rank (staging) and adds the
+      // ranks' sums at the source into the output.
+      const double sent = tokens * RanksPerToken(m, r.ep);
+      w.Op(OpKind::kCopy, sent * d, 0);
       w.Received(received * d);
+      w.Op(OpKind::kCopy, received * d, 0);
       for (int i = 0; i < static_cast<int>(local); ++i) {
-        w.Op(OpKind::kRows, rows * d);
         for (int j = 0; j < mats - 1; ++j) w.Linear(rows, f, d);
         w.Op(OpKind::kActivation, rows * f);
         w.Linear(rows, d, f);
       }
       w.Op(OpKind::kCopy, received * d);
-      w.Op(OpKind::kRows, received * d);
-      w.Received(assigned * d);
-      w.Op(OpKind::kRows, assigned);
-      w.Op(OpKind::kPointwise, assigned * d);
+      w.Op(OpKind::kPointwise, received * d, 0);
+      w.Op(OpKind::kPointwise, sent * d, tokens * d);
     } else {
       // models/ffn.cc (MoeFfn): per expert its rows, the expert, its gates
       // and the gated output; then one concatenation.
@@ -157,7 +170,7 @@ void AddFeedForward(const TwinModel& m, const TwinRun& r, int layer, double mb, 
       }
       w.Op(OpKind::kCopy, assigned * d);
     }
-    w.Op(OpKind::kRows, assigned * d, tokens * d);  // scatter-add rows to token order
+    if (r.ep <= 1) w.Op(OpKind::kRows, assigned * d, tokens * d);  // scatter-add rows to token order
     p.Add(d * e);                                   // router
     for (int i = 0; i < static_cast<int>(local) * mats; ++i) p.Add(d * f, true, r.ep > 1);
   }

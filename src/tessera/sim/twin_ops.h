@@ -92,5 +92,8 @@ bool IsMoeLayer(const TwinModel& m, int layer);
 int MoeLayers(const TwinModel& m, int begin, int end);
 // TwinModel::expert_load of `layer` (1 when not measured).
 double ExpertLoad(const TwinModel& m, int layer);
+// Expected ranks a token's vector goes to under expert parallelism `ep`
+// (distinct ranks among its top_k experts, uniformly routed; 1 without ep).
+double RanksPerToken(const TwinModel& m, int ep);
 
 }  // namespace tessera::sim::twin_detail

@@ -107,9 +107,9 @@ TEST(TwinLayouts, MemoryByZeroStage) {
 
 // Expert parallelism with measured routing: the busiest rank's experts
 // receive `load` x the balanced rows. Memory grows by exactly the tensors
-// that scale with the received rows (the all-to-all output, each expert's
-// rows, its three GEMM outputs and activation, the concatenation and its
-// reordering: 4 d + 3 f floats a row), time by the expert work.
+// that scale with the received rows (the dispatched rows, each expert's
+// gate and up projections, activation and down projection, the
+// concatenation: 3 d + 3 f floats a row), time by the expert work.
 TEST(TwinLayouts, ExpertLoadScalesTheReceivedRows) {
   const MachineCalibration c = testing::SyntheticMachine();
   const ClusterSpec spec = Spec(c, 2);
@@ -128,8 +128,8 @@ TEST(TwinLayouts, ExpertLoadScalesTheReceivedRows) {
   // Memory follows the peak load (+1x the balanced rows in each MoE layer;
   // the allocator's size classes add up to 25 % to each tensor).
   const double grown = loaded->activation_bytes - balanced->activation_bytes;
-  EXPECT_GE(grown, 2 * 4 * assigned * (4 * d + 3 * f));
-  EXPECT_LE(grown, 1.25 * 2 * 4 * assigned * (4 * d + 3 * f));
+  EXPECT_GE(grown, 2 * 4 * assigned * (3 * d + 3 * f));
+  EXPECT_LE(grown, 1.25 * 2 * 4 * assigned * (3 * d + 3 * f));
   EXPECT_DOUBLE_EQ(loaded->expert_load, 1.5);
   EXPECT_DOUBLE_EQ(loaded->expert_peak_load, 2);
   // Time follows the mean load: more GEMM work, a longer step.

@@ -8,11 +8,17 @@
 namespace tessera::comm::moe {
 namespace {
 
-size_t ElemBytes(DataType dtype) { return dtype == DataType::kBFloat16 ? 2 : 4; }
+size_t ElemBytes(DataType dtype) { return dtype == DataType::kFloat32 ? 4 : 2; }
+
+float LoadElem(const void* y, DataType dtype, int64_t i) {
+  if (dtype == DataType::kFloat32) return static_cast<const float*>(y)[i];
+  const uint16_t b = static_cast<const uint16_t*>(y)[i];
+  return dtype == DataType::kBFloat16 ? bf16::FromBits(b).ToFloat() : fp16::FromBits(b).ToFloat();
+}
 
 Status CheckDtype(DataType dtype, Payload payload, const char* op) {
-  if (dtype != DataType::kFloat32 && dtype != DataType::kBFloat16) {
-    return InvalidArgument("MoE {}: dtype {} is not float32 or bfloat16", op, DataTypeName(dtype));
+  if (dtype != DataType::kFloat32 && dtype != DataType::kBFloat16 && dtype != DataType::kFloat16) {
+    return InvalidArgument("MoE {}: dtype {} is not float32, bfloat16 or float16", op, DataTypeName(dtype));
   }
   if (payload == Payload::kFloat32 && dtype != DataType::kFloat32) {
     return InvalidArgument("MoE {}: an fp32 payload needs float32 input, got {}", op, DataTypeName(dtype));
@@ -30,18 +36,22 @@ struct ChoiceMeta {
 }  // namespace
 
 StatusOr<std::unique_ptr<MoeBuffer>> MoeBuffer::Create(Communicator* comm, int num_experts, int64_t hidden) {
-  if (comm == nullptr) return InvalidArgument("MoeBuffer: no communicator");
-  if (num_experts < 1 || num_experts % comm->size() != 0) {
+  const int ranks = comm == nullptr ? 1 : comm->size();
+  if (num_experts < 1 || num_experts % ranks != 0) {
     return InvalidArgument("MoeBuffer: {} experts cannot be sharded over {} ranks (need a positive multiple)",
-                           num_experts, comm->size());
+                           num_experts, ranks);
   }
   if (hidden < 1) return InvalidArgument("MoeBuffer: hidden = {} must be positive", hidden);
   return std::unique_ptr<MoeBuffer>(new MoeBuffer(comm, num_experts, hidden));
 }
 
 MoeBuffer::MoeBuffer(Communicator* comm, int num_experts, int64_t hidden)
-    : comm_(comm), rank_(comm->rank()), ranks_(comm->size()), num_experts_(num_experts), hidden_(hidden) {
-  const bool shared = comm->zero_copy();
+    : comm_(comm),
+      rank_(comm == nullptr ? 0 : comm->rank()),
+      ranks_(comm == nullptr ? 1 : comm->size()),
+      num_experts_(num_experts),
+      hidden_(hidden) {
+  const bool shared = comm != nullptr && ranks_ > 1 && comm->zero_copy();
   send_stage_.set_shared(shared);
   recv_stage_.set_shared(shared);
 }
@@ -221,10 +231,9 @@ Status MoeBuffer::Combine(const DispatchHandle& h, const void* y, DataType dtype
     for (int64_t k = h.row_offsets[i]; k < h.row_offsets[i + 1]; ++k) {
       const int64_t row = h.rows_of[k];
       const float w = row_weights != nullptr ? row_weights[row] : 1.0f;
-      if (dtype == DataType::kBFloat16) {
-        const auto* yr = static_cast<const uint16_t*>(y) + row * hidden_;
+      if (dtype != DataType::kFloat32) {
         for (size_t c = 0; c < h_sz; ++c) {
-          const float prod = bf16::FromBits(yr[c]).ToFloat() * w;
+          const float prod = LoadElem(y, dtype, row * hidden_ + static_cast<int64_t>(c)) * w;
           partial[c] += prod;
         }
       } else {
@@ -248,7 +257,10 @@ Status MoeBuffer::Combine(const DispatchHandle& h, const void* y, DataType dtype
     std::memcpy(out, sum, static_cast<size_t>(h.num_tokens) * h_sz * 4);
   } else {
     auto* o = static_cast<uint16_t*>(out);
-    for (size_t i = 0; i < static_cast<size_t>(h.num_tokens) * h_sz; ++i) o[i] = bf16::FromFloat(sum[i]);
+    const bool b = dtype == DataType::kBFloat16;
+    for (size_t i = 0; i < static_cast<size_t>(h.num_tokens) * h_sz; ++i) {
+      o[i] = b ? bf16::FromFloat(sum[i]) : fp16::FromFloat(sum[i]);
+    }
   }
   return Status::Ok();
 }

@@ -48,7 +48,8 @@ namespace tessera::comm::moe {
 
 class MoeBuffer {
  public:
-  // `comm` must outlive the buffer; num_experts % comm->size() == 0.
+  // `comm` must outlive the buffer (nullptr: a group of one rank);
+  // num_experts % comm->size() == 0.
   static StatusOr<std::unique_ptr<MoeBuffer>> Create(Communicator* comm, int num_experts, int64_t hidden);
 
   int rank() const { return rank_; }
@@ -60,7 +61,7 @@ class MoeBuffer {
   // topk_idx [T·k]; topk_weights [T·k] or empty (weights 1).
   StatusOr<std::shared_ptr<const DispatchHandle>> Layout(std::span<const int64_t> topk_idx, int top_k,
                                                          std::span<const float> topk_weights = {});
-  // x [T, hidden] of dtype (fp32 | bf16) -> recv_x [num_recv_rows, hidden] of dtype.
+  // x [T, hidden] of dtype (fp32 | bf16 | fp16) -> recv_x [num_recv_rows, hidden] of dtype.
   Status Dispatch(const DispatchHandle& h, const void* x, DataType dtype, Payload payload, void* recv_x);
   // y [num_recv_rows, hidden] of dtype -> out [T, hidden] of dtype.
   Status Combine(const DispatchHandle& h, const void* y, DataType dtype, const float* row_weights, Payload payload,

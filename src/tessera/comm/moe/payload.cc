@@ -13,8 +13,19 @@ namespace {
 size_t Pad16(size_t n) { return (n + 15) & ~size_t{15}; }
 int64_t Blocks(int64_t hidden) { return (hidden + static_cast<int64_t>(kFp8Block) - 1) / kFp8Block; }
 
+// e4m3 -> float for all 256 codes (fp8_e4m3::ToFloatBits branches per call).
+const float* E4m3Table() {
+  static const auto* table = [] {
+    auto* t = new float[256];
+    for (int i = 0; i < 256; ++i) t[i] = fp8_e4m3::ToFloatBits(static_cast<uint8_t>(i));
+    return t;
+  }();
+  return table;
+}
+
 float Load(const void* src, DataType dtype, int64_t i) {
   if (dtype == DataType::kBFloat16) return bf16::FromBits(static_cast<const uint16_t*>(src)[i]).ToFloat();
+  if (dtype == DataType::kFloat16) return fp16::FromBits(static_cast<const uint16_t*>(src)[i]).ToFloat();
   return static_cast<const float*>(src)[i];
 }
 
@@ -24,6 +35,7 @@ std::string_view PayloadName(Payload p) {
   switch (p) {
     case Payload::kFloat32: return "fp32";
     case Payload::kBFloat16: return "bf16";
+    case Payload::kFloat16: return "fp16";
     case Payload::kFp8E4m3: return "fp8_e4m3";
   }
   return "?";
@@ -32,6 +44,7 @@ std::string_view PayloadName(Payload p) {
 StatusOr<Payload> ParsePayload(std::string_view text) {
   if (text == "fp32" || text == "float32") return Payload::kFloat32;
   if (text == "bf16" || text == "bfloat16") return Payload::kBFloat16;
+  if (text == "fp16" || text == "float16" || text == "half") return Payload::kFloat16;
   if (text == "fp8" || text == "fp8_e4m3" || text == "e4m3") return Payload::kFp8E4m3;
   return InvalidArgument("MoE payload '{}' is not one of fp32, bf16, fp8_e4m3", text);
 }
@@ -40,7 +53,8 @@ size_t RowBytes(Payload p, int64_t hidden) {
   const size_t h = static_cast<size_t>(hidden);
   switch (p) {
     case Payload::kFloat32: return Pad16(h * 4);
-    case Payload::kBFloat16: return Pad16(h * 2);
+    case Payload::kBFloat16:
+    case Payload::kFloat16: return Pad16(h * 2);
     case Payload::kFp8E4m3: return Pad16(h) + Pad16(static_cast<size_t>(Blocks(hidden)) * 4);
   }
   return 0;
@@ -56,8 +70,16 @@ void EncodeRow(Payload p, const void* src, DataType dtype, int64_t hidden, uint8
       if (dtype == DataType::kBFloat16) {
         std::memcpy(out, src, static_cast<size_t>(hidden) * 2);
       } else {
-        const float* in = static_cast<const float*>(src);
-        for (int64_t i = 0; i < hidden; ++i) out[i] = bf16::FromFloat(in[i]);
+        for (int64_t i = 0; i < hidden; ++i) out[i] = bf16::FromFloat(Load(src, dtype, i));
+      }
+      return;
+    }
+    case Payload::kFloat16: {
+      auto* out = reinterpret_cast<uint16_t*>(dst);
+      if (dtype == DataType::kFloat16) {
+        std::memcpy(out, src, static_cast<size_t>(hidden) * 2);
+      } else {
+        for (int64_t i = 0; i < hidden; ++i) out[i] = fp16::FromFloat(Load(src, dtype, i));
       }
       return;
     }
@@ -73,10 +95,10 @@ void EncodeRow(Payload p, const void* src, DataType dtype, int64_t hidden, uint8
           nan |= std::isnan(v);
           amax = std::max(amax, std::fabs(v));
         }
-        const float scale = nan ? NAN : amax / kE4m3Max;
+        const float scale = nan ? NAN : amax / fp8_e4m3::kMax;
         scales[b] = scale;
         const float inv = scale > 0 ? 1.0f / scale : 0.0f;
-        for (int64_t i = lo; i < hi; ++i) dst[i] = FloatToE4m3(Load(src, dtype, i) * inv);
+        for (int64_t i = lo; i < hi; ++i) dst[i] = fp8_e4m3::FromFloat(Load(src, dtype, i) * inv, /*saturate=*/true);
       }
       return;
     }
@@ -84,18 +106,17 @@ void EncodeRow(Payload p, const void* src, DataType dtype, int64_t hidden, uint8
 }
 
 void DecodeRow(Payload p, const uint8_t* src, int64_t hidden, DataType dtype, void* dst) {
-  const bool to_bf16 = dtype == DataType::kBFloat16;
-  if (p == Payload::kFloat32 && !to_bf16) {
-    std::memcpy(dst, src, static_cast<size_t>(hidden) * 4);
-    return;
-  }
-  if (p == Payload::kBFloat16 && to_bf16) {
-    std::memcpy(dst, src, static_cast<size_t>(hidden) * 2);
+  if ((p == Payload::kFloat32 && dtype == DataType::kFloat32) ||
+      (p == Payload::kBFloat16 && dtype == DataType::kBFloat16) ||
+      (p == Payload::kFloat16 && dtype == DataType::kFloat16)) {
+    std::memcpy(dst, src, static_cast<size_t>(hidden) * (p == Payload::kFloat32 ? 4 : 2));
     return;
   }
   auto store = [&](int64_t i, float v) {
-    if (to_bf16) {
+    if (dtype == DataType::kBFloat16) {
       static_cast<uint16_t*>(dst)[i] = bf16::FromFloat(v);
+    } else if (dtype == DataType::kFloat16) {
+      static_cast<uint16_t*>(dst)[i] = fp16::FromFloat(v);
     } else {
       static_cast<float*>(dst)[i] = v;
     }
@@ -111,9 +132,15 @@ void DecodeRow(Payload p, const uint8_t* src, int64_t hidden, DataType dtype, vo
       for (int64_t i = 0; i < hidden; ++i) store(i, bf16::FromBits(in[i]).ToFloat());
       return;
     }
+    case Payload::kFloat16: {
+      const uint16_t* in = reinterpret_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < hidden; ++i) store(i, fp16::FromBits(in[i]).ToFloat());
+      return;
+    }
     case Payload::kFp8E4m3: {
       const float* scales = reinterpret_cast<const float*>(src + Pad16(static_cast<size_t>(hidden)));
-      for (int64_t i = 0; i < hidden; ++i) store(i, E4m3ToFloat(src[i]) * scales[i / static_cast<int64_t>(kFp8Block)]);
+      const float* table = E4m3Table();
+      for (int64_t i = 0; i < hidden; ++i) store(i, table[src[i]] * scales[i / static_cast<int64_t>(kFp8Block)]);
       return;
     }
   }
@@ -131,9 +158,15 @@ void DecodeAccumulate(Payload p, const uint8_t* src, int64_t hidden, float* acc)
       for (int64_t i = 0; i < hidden; ++i) acc[i] += bf16::FromBits(in[i]).ToFloat();
       return;
     }
+    case Payload::kFloat16: {
+      const uint16_t* in = reinterpret_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < hidden; ++i) acc[i] += fp16::FromBits(in[i]).ToFloat();
+      return;
+    }
     case Payload::kFp8E4m3: {
       const float* scales = reinterpret_cast<const float*>(src + Pad16(static_cast<size_t>(hidden)));
-      for (int64_t i = 0; i < hidden; ++i) acc[i] += E4m3ToFloat(src[i]) * scales[i / static_cast<int64_t>(kFp8Block)];
+      const float* table = E4m3Table();
+      for (int64_t i = 0; i < hidden; ++i) acc[i] += table[src[i]] * scales[i / static_cast<int64_t>(kFp8Block)];
       return;
     }
   }

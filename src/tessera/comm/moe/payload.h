@@ -2,6 +2,8 @@
 // `hidden` elements travels between ranks.
 //   kFloat32: the fp32 values (input fp32 only).
 //   kBFloat16: bf16, round to nearest even (|error| ≤ 2^-8·|x|).
+//   kFloat16: IEEE fp16, round to nearest even (exact for fp16 input; for
+//     fp32 input |error| ≤ 2^-11·|x| in fp16's normal range).
 //   kFp8E4m3: e4m3 values with one fp32 scale per block of kFp8Block = 128
 //     elements (DeepEP's per-128-channel scales): scale = absmax / 448, so
 //     |error| ≤ 2^-4·|x| + 2^-10·scale (3 mantissa bits; the subnormal step
@@ -21,19 +23,19 @@
 
 namespace tessera::comm::moe {
 
-enum class Payload : uint8_t { kFloat32, kBFloat16, kFp8E4m3 };
+enum class Payload : uint8_t { kFloat32, kBFloat16, kFloat16, kFp8E4m3 };
 inline constexpr size_t kFp8Block = 128;
 
-std::string_view PayloadName(Payload p);  // "fp32", "bf16", "fp8_e4m3"
+std::string_view PayloadName(Payload p);  // "fp32", "bf16", "fp16", "fp8_e4m3"
 StatusOr<Payload> ParsePayload(std::string_view text);
 
 // Bytes of one encoded row (a multiple of 16).
 size_t RowBytes(Payload p, int64_t hidden);
 
-// Encodes `hidden` elements of `dtype` (kFloat32 or kBFloat16) at `src`.
-// kFloat32 payload needs dtype kFloat32 (checked by the caller).
+// Encodes `hidden` elements of `dtype` (kFloat32, kBFloat16 or kFloat16)
+// at `src`. A kFloat32 payload needs dtype kFloat32 (checked by the caller).
 void EncodeRow(Payload p, const void* src, DataType dtype, int64_t hidden, uint8_t* dst);
-// Decodes into `dtype` (kFloat32 or kBFloat16) at `dst`.
+// Decodes into `dtype` (kFloat32, kBFloat16 or kFloat16) at `dst`.
 void DecodeRow(Payload p, const uint8_t* src, int64_t hidden, DataType dtype, void* dst);
 // acc[i] += decode(src)[i] (fp32 accumulator).
 void DecodeAccumulate(Payload p, const uint8_t* src, int64_t hidden, float* acc);

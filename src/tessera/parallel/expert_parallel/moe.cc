@@ -1,13 +1,12 @@
 #include "tessera/parallel/expert_parallel/moe.h"
 
 #include <cmath>
-#include <numeric>
 #include <string>
 
 #include "tessera/base/error.h"
 #include "tessera/graph/functional.h"
 #include "tessera/graph/tape.h"
-#include "tessera/parallel/expert_parallel/exchange.h"
+#include "tessera/parallel/expert_parallel/token_dispatch.h"
 #include "tessera/parallel/tensor_parallel/collectives.h"
 
 namespace tessera::parallel {
@@ -17,8 +16,6 @@ void LoadInto(graph::Module& dst, const graph::Module& src, const std::string& w
   Status st = dst.LoadStateDict(src.StateDict());
   TESSERA_OP_CHECK(st.ok(), "ExpertParallelMoe: {} does not match the config: {}", what, st.ToString());
 }
-
-Tensor Ints(const std::vector<int64_t>& v) { return Tensor::FromInts(v, {static_cast<int64_t>(v.size())}); }
 
 }  // namespace
 
@@ -58,6 +55,9 @@ ExpertParallelMoe::ExpertParallelMoe(const models::MoeFfn& full, const models::G
     LoadInto(mlp, full.experts()[e], "expert " + std::to_string(e));
   }
   RegisterModule("experts", experts_.get());
+  auto buffer = comm::moe::MoeBuffer::Create(ep, num_experts_, config.d_model);
+  TESSERA_OP_CHECK(buffer.ok(), "ExpertParallelMoe: {}", buffer.status().ToString());
+  buffer_ = std::move(*buffer);
 }
 
 models::MoeOutput ExpertParallelMoe::Forward(const Tensor& x) {
@@ -67,62 +67,35 @@ models::MoeOutput ExpertParallelMoe::Forward(const Tensor& x) {
   const int64_t d = x.size(-1);
   const int64_t n = x.numel() / d;
   const int k = top_k_;
-  const int ranks = GroupSize(ep_);
   const int local = num_local_experts();
   Tensor xf = graph::Reshape(x, {n, d});
 
   // Routing, exactly as MoeFfn (the same function).
   const models::MoeRoute plan =
       models::RouteTokens(*router_, xf, num_experts_, k, normalize_top_k_, capacity_factor_);
-  const Tensor& gates = plan.gates;
-
-  // Send side: kept rows in expert order = grouped by owner rank.
-  std::vector<int64_t> send_rows, send_slots, expert_counts(num_experts_), send_per_rank(ranks, 0);
+  // The kept choices; dropped ones (capacity) are -1.
+  std::vector<int64_t> topk_idx(static_cast<size_t>(n) * k, -1);
   for (int e = 0; e < num_experts_; ++e) {
-    send_rows.insert(send_rows.end(), plan.rows[e].begin(), plan.rows[e].end());
-    send_slots.insert(send_slots.end(), plan.slots[e].begin(), plan.slots[e].end());
-    expert_counts[e] = static_cast<int64_t>(plan.rows[e].size());
-    send_per_rank[e / local] += expert_counts[e];
+    for (int64_t slot : plan.slots[e]) topk_idx[slot] = e;
   }
-  // recv_counts[s · local + j]: rows source s sends to local expert j.
-  const std::vector<int64_t> recv_counts = ExchangeCounts(expert_counts, ep_);
-  std::vector<int64_t> recv_per_rank(ranks, 0);
-  for (int s = 0; s < ranks; ++s) {
-    for (int j = 0; j < local; ++j) recv_per_rank[s] += recv_counts[s * local + j];
-  }
-  Tensor send = graph::GatherRows(xf, Ints(send_rows));
-  Tensor recv = ExchangeRows(send, send_per_rank, recv_per_rank, ep_);
-  const int64_t received = recv.size(0);
 
-  // Local experts: expert j's rows from every source, in source order.
+  // Dispatch: each token once per rank, rows grouped by local expert.
+  DispatchedTokens sent = DispatchTokens(*buffer_, xf, topk_idx, plan.gates,
+                                      payload_ == comm::moe::Payload::kFloat32 ? ExactPayload(xf.dtype()) : payload_);
+  const comm::moe::DispatchHandle& h = *sent.handle;
+  const int64_t received = h.num_recv_rows();
+
+  // Local experts on their contiguous blocks; the outputs, concatenated,
+  // are already in the dispatch layout.
   std::vector<Tensor> outs;
-  std::vector<int64_t> order;  // recv position of each row of the concatenated outputs
-  order.reserve(static_cast<size_t>(received));
   for (int j = 0; j < local; ++j) {
-    std::vector<int64_t> pos;
-    int64_t source_start = 0;
-    for (int s = 0; s < ranks; ++s) {
-      const int64_t* counts = &recv_counts[s * local];
-      const int64_t start = source_start + std::accumulate(counts, counts + j, int64_t{0});
-      for (int64_t i = 0; i < counts[j]; ++i) pos.push_back(start + i);
-      source_start += recv_per_rank[s];
-    }
-    if (pos.empty()) continue;
-    outs.push_back((*experts_)[j].Forward(graph::GatherRows(recv, Ints(pos))));
-    order.insert(order.end(), pos.begin(), pos.end());
+    if (h.rows_of_expert(j) == 0) continue;
+    outs.push_back((*experts_)[j].Forward(graph::Slice(sent.rows, 0, h.expert_offsets[j], h.expert_offsets[j + 1])));
   }
-  Tensor local_out = recv;  // nothing received: the (empty) rows pass through
-  if (!outs.empty()) {
-    Tensor cat = outs.size() == 1 ? outs[0] : graph::Concat(outs, 0);
-    std::vector<int64_t> inverse(order.size());
-    for (size_t i = 0; i < order.size(); ++i) inverse[order[i]] = static_cast<int64_t>(i);
-    local_out = graph::GatherRows(cat, Ints(inverse));
-  }
+  Tensor y_rows = outs.empty() ? sent.rows : outs.size() == 1 ? outs[0] : graph::Concat(outs, 0);
 
-  // Combine: results back to their sources, gated, summed in expert order.
-  Tensor back = ExchangeRows(local_out, recv_per_rank, send_per_rank, ep_);
-  Tensor gate_rows = graph::GatherRows(graph::Reshape(gates, {n * k, 1}), Ints(send_slots));
-  Tensor y = graph::ScatterAddRows(graph::Mul(back, graph::Cast(gate_rows, back.dtype())), Ints(send_rows), n);
+  // Combine: gated sums back at the tokens' ranks.
+  Tensor y = CombineTokens(*buffer_, sent, y_rows, sent.weights);
 
   models::RecordRouting(plan, n, k, num_experts_, &last_routing_);
   last_received_rows_ = received;

@@ -10,15 +10,20 @@
 // (fp32 router, softmax, top-k, optional renormalization), the same capacity
 // (computed from this rank's token count) and dropping order, and the same
 // Switch aux loss, so each rank's output equals MoeFfn::Forward of its own x.
-// The tokens travel with two all-to-alls:
-//   1. counts: ExchangeCounts of the per-expert row counts (all-to-all);
-//   2. dispatch: the kept rows, in expert order (hence grouped by owner
-//      rank), ExchangeRows'd to the owners; each local expert runs once on
-//      all rows it received (from every source, in source order);
-//   3. combine: the results travel back (ExchangeRows with the counts
-//      swapped), are scaled by the gates and summed into token order by one
-//      ScatterAddRows in expert order — the same order as MoeFfn, so the
-//      result does not depend on the schedule.
+// The tokens travel through comm::moe (DeepEP's dispatch / combine,
+// parallel/expert_parallel/token_dispatch.h):
+//   1. layout: the kept choices (capacity-dropped ones are -1) and their
+//      gates; each token goes once to each rank that holds one of its
+//      experts;
+//   2. dispatch: the rows arrive grouped by local expert (by source rank,
+//      then token order within an expert); each local expert runs once on
+//      its contiguous block, and the concatenated outputs are already in
+//      the dispatch layout;
+//   3. combine: each rank sums the gated outputs of a token's local experts
+//      and sends one vector back; the source adds the ranks' sums in rank
+//      order (= expert order, as MoeFfn), in fp32.
+// Payload: the activations' precision (exact), or fp8 e4m3 for the
+// forward dispatch with set_dispatch_payload (lossy; gradients stay exact).
 // Backward flows through both exchanges (they are differentiable), so every
 // rank of `ep` must call Forward the same number of times and backpropagate
 // through each output's y, even with no tokens kept.
@@ -34,6 +39,7 @@
 #include <vector>
 
 #include "tessera/comm/api/communicator.h"
+#include "tessera/comm/moe/buffer.h"
 #include "tessera/graph/layers.h"
 #include "tessera/models/ffn.h"
 #include "tessera/models/gpt_config.h"
@@ -67,6 +73,9 @@ class ExpertParallelMoe : public graph::Module {
   const models::MoeRouting& last_routing() const { return last_routing_; }
   // Rows this rank's experts processed in the last Forward (from all ranks).
   int64_t last_received_rows() const { return last_received_rows_; }
+  // Bytes this rank sent through the MoE exchanges so far.
+  uint64_t exchange_bytes_sent() const { return buffer_->bytes_sent(); }
+  void set_dispatch_payload(comm::moe::Payload p) { payload_ = p; }
 
  private:
   comm::Communicator* ep_;
@@ -79,6 +88,8 @@ class ExpertParallelMoe : public graph::Module {
   std::unique_ptr<ExpertShard> experts_;
   models::MoeRouting last_routing_;
   int64_t last_received_rows_ = 0;
+  std::unique_ptr<comm::moe::MoeBuffer> buffer_;
+  comm::moe::Payload payload_ = comm::moe::Payload::kFloat32;  // bf16 activations: bf16
 };
 
 }  // namespace tessera::parallel

@@ -14,7 +14,7 @@
 #include <tuple>
 
 #include "tessera/base/error.h"
-#include "tessera/parallel/expert_parallel/exchange.h"
+#include "tessera/parallel/expert_parallel/token_dispatch.h"
 #include "tessera/parallel/tensor_parallel/tp_test_util.h"
 
 namespace tessera::parallel {
@@ -165,34 +165,40 @@ TEST(EpMoeErrors, ExpertsNotDivisibleByEp) {
   });
 }
 
-TEST(EpExchange, RowsRoundTripAndGradientsReturn) {
+// DispatchTokens / CombineTokens: out[t] = Σ_j w[t,j] · 2 x[t] over the
+// kept choices, so d loss / d x[t] = 2 (Σ_j w[t,j]) R[t] and
+// d loss / d w[t,j] = <R[t], 2 x[t]> (0 for a dropped choice).
+TEST(EpTokenDispatch, GradientsReachTokensAndGates) {
   RunRanks(3, [&](int r, comm::Communicator& c) {
-    // Rank r sends (q + r) % 3 rows to rank q; receives (r + s) % 3 from s.
-    std::vector<int64_t> send(3), recv(3);
-    for (int q = 0; q < 3; ++q) send[q] = (q + r) % 3;
-    for (int s = 0; s < 3; ++s) recv[s] = (r + s) % 3;
-    EXPECT_EQ(ExchangeCounts(send, &c), recv);
-    const int64_t rows = 3;  // 0 + 1 + 2
-    std::vector<float> v;
-    for (int64_t i = 0; i < rows * 2; ++i) v.push_back(static_cast<float>(100 * r + i));
-    Tensor x = Tensor::FromVector(v, {rows, 2});
-    x.set_requires_grad(true);
-    Tensor got = ExchangeRows(x, send, recv, &c);
-    ASSERT_EQ(got.size(0), rows);
-    // From source s: its block for rank r starts after its rows for ranks < r.
-    std::vector<float> want;
-    for (int s = 0; s < 3; ++s) {
-      int64_t start = 0;
-      for (int q = 0; q < r; ++q) start += (q + s) % 3;
-      for (int64_t i = 0; i < (r + s) % 3; ++i) {
-        want.push_back(static_cast<float>(100 * s + 2 * (start + i)));
-        want.push_back(static_cast<float>(100 * s + 2 * (start + i) + 1));
+    const int64_t n = 5, d = 4;
+    const int k = 2;
+    auto buf = comm::moe::MoeBuffer::Create(&c, 3, d);
+    ASSERT_TRUE(buf.ok());
+    std::vector<int64_t> idx;
+    for (int64_t t = 0; t < n; ++t) {
+      idx.push_back((t + r) % 3);
+      idx.push_back(t == 2 ? -1 : (t + r + 1) % 3);  // token 2 keeps one choice
+    }
+    Tensor x = RandomLeaf({n, d}, 300 + r);
+    Tensor gates = RandomLeaf({n, k}, 400 + r);
+    Tensor weight = RandomLeaf({n, d}, 500 + r);
+    DispatchedTokens sent = DispatchTokens(**buf, x, idx, gates, comm::moe::Payload::kFloat32);
+    Tensor out = CombineTokens(**buf, sent, graph::Affine(sent.rows, 2.0f), sent.weights);
+    graph::Backward(graph::Sum(graph::Mul(out, graph::Detach(weight))));
+    const auto xv = x.ToFloatVector(), gv = gates.ToFloatVector(), rv = weight.ToFloatVector();
+    const auto gx = x.grad().ToFloatVector(), gg = gates.grad().ToFloatVector(), ov = out.ToFloatVector();
+    for (int64_t t = 0; t < n; ++t) {
+      double wsum = 0, dot = 0;
+      for (int j = 0; j < k; ++j) wsum += idx[t * k + j] >= 0 ? gv[t * k + j] : 0.0;
+      for (int64_t i = 0; i < d; ++i) dot += 2.0 * xv[t * d + i] * rv[t * d + i];
+      for (int64_t i = 0; i < d; ++i) {
+        EXPECT_NEAR(ov[t * d + i], 2 * wsum * xv[t * d + i], 1e-5);
+        EXPECT_NEAR(gx[t * d + i], 2 * wsum * rv[t * d + i], 1e-5) << "token " << t;
+      }
+      for (int j = 0; j < k; ++j) {
+        EXPECT_NEAR(gg[t * k + j], idx[t * k + j] >= 0 ? dot : 0.0, 1e-5) << "token " << t << " choice " << j;
       }
     }
-    EXPECT_EQ(got.ToFloatVector(), want);
-    // The adjoint returns each row's gradient to where the row came from.
-    graph::Backward(graph::Sum(graph::Mul(got, graph::Detach(got))));
-    EXPECT_EQ(x.grad().ToFloatVector(), v);
   });
 }
 
