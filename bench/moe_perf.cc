@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
   out["experts"] = experts;
   out["payload"] = payload_name;
   out["zero_copy"] = c.zero_copy();
+  out["direct_peer_reads"] = c.direct_peer_reads();
 
   if (!ll) {
     auto buf_or = moe::MoeBuffer::Create(&c, experts, hidden);
@@ -130,7 +131,7 @@ int main(int argc, char** argv) {
     auto shared_r = AllocShared(std::max<size_t>(rat, 1));
     Check(shared_s.status(), "alloc");
     Check(shared_r.status(), "alloc");
-    std::vector<double> t_moe, t_plain, t_shared;
+    std::vector<double> t_moe, t_plain, t_shared, t_layout, t_dispatch, t_combine;
     for (int it = 0; it < iters + 2; ++it) {
       const double a = Timed(c, [&] {
         auto hh = buf.Layout(idx, top_k, w);
@@ -147,7 +148,22 @@ int main(int argc, char** argv) {
         Check(c.AllToAllV(*shared_s, sc, sd, *shared_r, rc, rd, DataType::kUint8), "alltoallv shared");
         Check(c.AllToAllV(*shared_r, rc, rd, *shared_s, sc, sd, DataType::kUint8), "alltoallv shared back");
       });
+      // The parts alone (not interleaved with the references).
+      std::shared_ptr<const moe::DispatchHandle> hp;
+      const double l = Timed(c, [&] {
+        auto hh = buf.Layout(idx, top_k, w);
+        Check(hh.status(), "layout");
+        hp = *hh;
+      });
+      const double d = Timed(c, [&] { Check(buf.Dispatch(*hp, x.data(), dtype, payload, rows.data()), "dispatch"); });
+      const double cb = Timed(c, [&] {
+        const moe::Payload back = payload == moe::Payload::kFp8E4m3 ? moe::Payload::kBFloat16 : payload;
+        Check(buf.Combine(*hp, rows.data(), dtype, hp->row_weights.data(), back, combined.data()), "combine");
+      });
       if (it >= 2) {  // warm-up
+        t_layout.push_back(l);
+        t_dispatch.push_back(d);
+        t_combine.push_back(cb);
         t_moe.push_back(a);
         t_plain.push_back(b);
         t_shared.push_back(s);
@@ -158,6 +174,9 @@ int main(int argc, char** argv) {
     out["mode"] = "normal";
     out["wire_bytes_per_rank_max"] = total_wire;
     out["moe_s"] = Median(t_moe);
+    out["layout_s"] = Median(t_layout);
+    out["dispatch_s"] = Median(t_dispatch);
+    out["combine_s"] = Median(t_combine);
     out["alltoallv_s"] = Median(t_plain);
     out["alltoallv_shared_s"] = Median(t_shared);
     out["ratio_vs_alltoallv"] = Median(t_plain) / Median(t_moe);

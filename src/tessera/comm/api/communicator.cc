@@ -102,11 +102,14 @@ Status Communicator::Impl::Health() const {
 Status Communicator::Impl::Execute(const CollectiveArgs& a) {
   if (failed.load(std::memory_order_acquire)) {
     return Health().WithContext(fmt::format("{} refused: communicator '{}' failed earlier (create a new one)",
-                                            CollectiveName(a.kind), options.name));
+                                            a.custom ? std::string_view(a.custom_label != nullptr ? a.custom_label : "custom")
+                                                     : CollectiveName(a.kind),
+                                            options.name));
   }
   ++op_seq;
   transport::OpContext ctx;
-  ctx.label = CollectiveName(a.kind);
+  ctx.label = a.custom ? std::string_view(a.custom_label != nullptr ? a.custom_label : "custom")
+                       : CollectiveName(a.kind);
   ctx.seq = op_seq;
   ctx.comm = &options.name;
   ctx.rank = rank;
@@ -123,7 +126,10 @@ Status Communicator::Impl::Execute(const CollectiveArgs& a) {
   env.scratch = &scratch;
   env.ctx = &ctx;
   Status st;
-  if (a.kind == CollectiveKind::kSend || a.kind == CollectiveKind::kRecv || a.kind == CollectiveKind::kSendRecv) {
+  if (a.custom) {
+    st = a.custom(env);
+  } else if (a.kind == CollectiveKind::kSend || a.kind == CollectiveKind::kRecv ||
+             a.kind == CollectiveKind::kSendRecv) {
     st = algo::PointToPoint(a, env);
   } else {
     // The choice depends on the kind and byte count only (all_to_allv: kind).
@@ -363,6 +369,7 @@ std::string Communicator::CostModelText() const {
 
 bool Communicator::zero_copy() const { return impl_->shm != nullptr && impl_->shm->zero_copy(); }
 uint64_t Communicator::zero_copy_ops() const { return impl_->shm != nullptr ? impl_->shm->zero_copy_ops() : 0; }
+bool Communicator::direct_peer_reads() const { return impl_->shm != nullptr && impl_->shm->single_copy(); }
 
 std::string Communicator::Describe() const {
   std::string out = fmt::format("communicator '{}': rank {} of {}\n", impl_->options.name, impl_->rank, impl_->size);

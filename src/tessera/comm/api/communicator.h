@@ -159,6 +159,18 @@ class Communicator {
                   DataType dtype, uint32_t tag = 0);
   Status Run(const CollectiveArgs& args);
 
+  // Library-internal operations (comm/ modules such as comm/moe): `fn`
+  // runs as one operation of this communicator — in issue order on the
+  // executor, with the op's deadline, the failure handling and buffer
+  // withdrawal of any collective — and gets the algorithm environment
+  // (transport, shm context, scratch). Every rank must run matching
+  // operations. `label` (a string literal) names it in logs and errors.
+  Status RunCustom(const char* label, std::function<Status(algo::AlgoEnv&)> fn);
+  Work SubmitCustom(const char* label, std::function<Status(algo::AlgoEnv&)> fn);
+  // Whether ranks read each other's memory directly (shm transport with
+  // single copy: threads of one process, or cross-memory attach).
+  bool direct_peer_reads() const;
+
   // Stops all work promptly on this rank and tells the peers. Idempotent.
   void Abort(std::string_view reason = "");
   // OK, or the error that broke (or the reason that aborted) the communicator.

@@ -21,6 +21,7 @@ bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
 }  // namespace
 
 Status Communicator::Impl::Validate(const CollectiveArgs& a) const {
+  if (a.custom) return Status::Ok();  // the operation checks its own arguments
   const std::string_view op = CollectiveName(a.kind);
   const size_t elem = a.ElementSize();
   const size_t n = static_cast<size_t>(size);
@@ -159,6 +160,23 @@ Work Communicator::SubmitAsync(CollectiveArgs args) {
 Status Communicator::Run(const CollectiveArgs& args) {
   TESSERA_RETURN_IF_ERROR(impl_->Validate(args));
   return impl_->executor->RunBlocking(args);
+}
+
+namespace {
+CollectiveArgs CustomArgs(const char* label, std::function<Status(algo::AlgoEnv&)> fn) {
+  CollectiveArgs a;
+  a.custom = std::move(fn);
+  a.custom_label = label;
+  return a;
+}
+}  // namespace
+
+Status Communicator::RunCustom(const char* label, std::function<Status(algo::AlgoEnv&)> fn) {
+  return Run(CustomArgs(label, std::move(fn)));
+}
+
+Work Communicator::SubmitCustom(const char* label, std::function<Status(algo::AlgoEnv&)> fn) {
+  return SubmitAsync(CustomArgs(label, std::move(fn)));
 }
 
 namespace {

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,10 @@
 #include "tessera/base/status.h"
 
 namespace tessera::comm {
+
+namespace algo {
+struct AlgoEnv;
+}
 
 enum class DataType : uint8_t { kFloat32, kFloat64, kBFloat16, kFloat16, kInt8, kUint8, kInt32, kInt64 };
 enum class ReduceOp : uint8_t { kSum, kProd, kMin, kMax, kAvg };
@@ -81,6 +86,11 @@ struct CollectiveArgs {
   size_t recv_count = 0;  // send_recv: elements received
   // all_to_allv only (elements, indexed by peer rank).
   std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
+  // A library-internal operation (Communicator::RunCustom, e.g. comm/moe):
+  // runs `custom` instead of a collective, named `custom_label` in logs
+  // and errors; the other fields are unused.
+  std::function<Status(algo::AlgoEnv&)> custom;
+  const char* custom_label = nullptr;
 
   size_t ElementSize() const { return DataTypeSize(dtype); }
   // Bytes this rank sends/receives in the op's natural unit (all_reduce:

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "tessera/base/float16.h"
+#include "tessera/comm/moe/shm_path.h"
 
 namespace tessera::comm::moe {
 namespace {
@@ -33,6 +34,12 @@ struct ChoiceMeta {
   float weight;
 };
 
+bool IsExact(Payload p, DataType dtype) {
+  return (p == Payload::kFloat32 && dtype == DataType::kFloat32) ||
+         (p == Payload::kBFloat16 && dtype == DataType::kBFloat16) ||
+         (p == Payload::kFloat16 && dtype == DataType::kFloat16);
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<MoeBuffer>> MoeBuffer::Create(Communicator* comm, int num_experts, int64_t hidden) {
@@ -51,7 +58,8 @@ MoeBuffer::MoeBuffer(Communicator* comm, int num_experts, int64_t hidden)
       ranks_(comm == nullptr ? 1 : comm->size()),
       num_experts_(num_experts),
       hidden_(hidden) {
-  const bool shared = comm != nullptr && ranks_ > 1 && comm->zero_copy();
+  fused_ = comm != nullptr && ranks_ > 1 && comm->direct_peer_reads();
+  const bool shared = comm != nullptr && ranks_ > 1 && comm->zero_copy() && !fused_;
   send_stage_.set_shared(shared);
   recv_stage_.set_shared(shared);
 }
@@ -67,7 +75,7 @@ Status MoeBuffer::Exchange(const uint8_t* send, const std::vector<int64_t>& send
     if (r != rank_) bytes_sent_ += sc[r];
   }
   if (ranks_ == 1) {
-    std::memcpy(recv, send, sc[0]);
+    if (sc[0] > 0) std::memcpy(recv, send, sc[0]);
     return Status::Ok();
   }
   Status st = comm_->AllToAllV(send, std::move(sc), std::move(sd), recv, std::move(rc), std::move(rd),
@@ -118,25 +126,29 @@ StatusOr<std::shared_ptr<const DispatchHandle>> MoeBuffer::Layout(std::span<cons
     }
   }
 
-  // Round trip 1: how many tokens each source sends here.
-  std::vector<int64_t> recv_counts(ranks_);
+  // Round trip 1: how many tokens every rank sends every rank.
+  h->counts_to.resize(static_cast<size_t>(ranks_) * ranks_);
   if (ranks_ == 1) {
-    recv_counts[0] = layout.tokens_per_rank[0];
+    h->counts_to[0] = layout.tokens_per_rank[0];
   } else {
-    Status st = comm_->AllToAll(layout.tokens_per_rank.data(), recv_counts.data(), 1, DataType::kInt64);
+    Status st = comm_->AllGather(layout.tokens_per_rank.data(), h->counts_to.data(), ranks_, DataType::kInt64);
     if (!st.ok()) return st.WithContext(fmt::format("MoE layout counts (rank {} of {})", rank_, ranks_));
   }
   h->recv_offsets.assign(ranks_ + 1, 0);
-  for (int s = 0; s < ranks_; ++s) h->recv_offsets[s + 1] = h->recv_offsets[s] + recv_counts[s];
+  for (int s = 0; s < ranks_; ++s) {
+    h->recv_offsets[s + 1] = h->recv_offsets[s] + h->counts_to[static_cast<size_t>(s) * ranks_ + rank_];
+  }
 
-  // Round trip 2: each sent token's choices as seen by its destination.
-  const size_t meta_bytes = sizeof(ChoiceMeta) * static_cast<size_t>(top_k);
+  // Round trip 2: each sent token's index and choices as its destination
+  // sees them: [int64 token][top_k x ChoiceMeta].
+  const size_t meta_bytes = 8 + sizeof(ChoiceMeta) * static_cast<size_t>(top_k);
   TESSERA_ASSIGN_OR_RETURN(uint8_t * send_meta, send_stage_.Get(h->num_sent_tokens() * meta_bytes));
   TESSERA_ASSIGN_OR_RETURN(uint8_t * recv_meta, recv_stage_.Get(h->num_recv_tokens() * meta_bytes));
   for (int r = 0; r < ranks_; ++r) {
     for (int64_t i = h->send_offsets[r]; i < h->send_offsets[r + 1]; ++i) {
       const int64_t t = h->send_tokens[i];
-      auto* m = reinterpret_cast<ChoiceMeta*>(send_meta + i * meta_bytes);
+      std::memcpy(send_meta + i * meta_bytes, &t, 8);
+      auto* m = reinterpret_cast<ChoiceMeta*>(send_meta + i * meta_bytes + 8);
       for (int j = 0; j < top_k; ++j) {
         const int64_t e = topk_idx[t * top_k + j];
         m[j].local_expert = e >= 0 && e / local == r ? static_cast<int32_t>(e % local) : -1;
@@ -151,7 +163,7 @@ StatusOr<std::shared_ptr<const DispatchHandle>> MoeBuffer::Layout(std::span<cons
   std::vector<int64_t> per_expert_source(static_cast<size_t>(local) * ranks_, 0);
   for (int s = 0; s < ranks_; ++s) {
     for (int64_t i = h->recv_offsets[s]; i < h->recv_offsets[s + 1]; ++i) {
-      const auto* m = reinterpret_cast<const ChoiceMeta*>(recv_meta + i * meta_bytes);
+      const auto* m = reinterpret_cast<const ChoiceMeta*>(recv_meta + i * meta_bytes + 8);
       for (int j = 0; j < top_k; ++j) {
         const int32_t le = m[j].local_expert;
         if (le < -1 || le >= local) {
@@ -173,11 +185,14 @@ StatusOr<std::shared_ptr<const DispatchHandle>> MoeBuffer::Layout(std::span<cons
   }
   h->row_weights.resize(static_cast<size_t>(at));
   h->row_offsets.assign(received + 1, 0);
+  h->recv_src_tokens.resize(static_cast<size_t>(received));
   h->rows_of.reserve(static_cast<size_t>(at));
   h->choice_of.reserve(static_cast<size_t>(at));
   for (int s = 0; s < ranks_; ++s) {
     for (int64_t i = h->recv_offsets[s]; i < h->recv_offsets[s + 1]; ++i) {
-      const auto* m = reinterpret_cast<const ChoiceMeta*>(recv_meta + i * meta_bytes);
+      std::memcpy(&h->recv_src_tokens[i], recv_meta + i * meta_bytes, 8);
+      if (h->recv_src_tokens[i] < 0) return Internal("MoE layout: rank {} sent token index {}", s, h->recv_src_tokens[i]);
+      const auto* m = reinterpret_cast<const ChoiceMeta*>(recv_meta + i * meta_bytes + 8);
       for (int j = 0; j < top_k; ++j) {
         if (m[j].local_expert < 0) continue;
         const int64_t row = cursor[static_cast<size_t>(m[j].local_expert) * ranks_ + s]++;
@@ -197,6 +212,30 @@ Status MoeBuffer::Dispatch(const DispatchHandle& h, const void* x, DataType dtyp
   TESSERA_RETURN_IF_ERROR(CheckDtype(dtype, payload, "dispatch"));
   const size_t row_bytes = RowBytes(payload, hidden_);
   const size_t elem_row = static_cast<size_t>(hidden_) * ElemBytes(dtype);
+  if (Fused()) {
+    const bool exact = IsExact(payload, dtype);
+    const uint8_t* src = static_cast<const uint8_t*>(x);
+    if (!exact) {  // each token encoded once, however many ranks read it
+      TESSERA_ASSIGN_OR_RETURN(uint8_t * stage, send_stage_.Get(h.num_tokens * row_bytes));
+      std::vector<uint8_t> done(static_cast<size_t>(h.num_tokens), 0);
+      for (int64_t t : h.send_tokens) {
+        if (done[t]) continue;
+        done[t] = 1;
+        EncodeRow(payload, src + t * elem_row, dtype, hidden_, stage + t * row_bytes);
+      }
+      src = stage;
+    }
+    for (int r = 0; r < ranks_; ++r) {
+      if (r != rank_) bytes_sent_ += static_cast<uint64_t>(h.send_offsets[r + 1] - h.send_offsets[r]) * row_bytes;
+    }
+    auto* out = static_cast<uint8_t*>(recv_x);
+    const size_t stride = exact ? elem_row : row_bytes;
+    Status st = comm_->RunCustom("moe_dispatch", [&](algo::AlgoEnv& env) {
+      return shm_path::Dispatch(env, h, src, stride, exact, payload, dtype, hidden_, out, tmp_);
+    });
+    if (!st.ok()) return st.WithContext(fmt::format("MoE dispatch (rank {} of {})", rank_, ranks_));
+    return Status::Ok();
+  }
   TESSERA_ASSIGN_OR_RETURN(uint8_t * send, send_stage_.Get(h.num_sent_tokens() * row_bytes));
   TESSERA_ASSIGN_OR_RETURN(uint8_t * recv, recv_stage_.Get(h.num_recv_tokens() * row_bytes));
   const auto* xb = static_cast<const uint8_t*>(x);
@@ -222,10 +261,11 @@ Status MoeBuffer::Combine(const DispatchHandle& h, const void* y, DataType dtype
   const size_t row_bytes = RowBytes(payload, hidden_);
   const size_t h_sz = static_cast<size_t>(hidden_);
   TESSERA_ASSIGN_OR_RETURN(uint8_t * send, send_stage_.Get(h.num_recv_tokens() * row_bytes));
-  TESSERA_ASSIGN_OR_RETURN(uint8_t * recv, recv_stage_.Get(h.num_sent_tokens() * row_bytes));
+  TESSERA_ASSIGN_OR_RETURN(uint8_t * recv, recv_stage_.Get(Fused() ? 0 : h.num_sent_tokens() * row_bytes));
   acc_.resize(std::max(h_sz, static_cast<size_t>(h.num_tokens) * h_sz));
+  partial_.resize(h_sz);
   // Expert side: one partial sum per received token.
-  float* partial = acc_.data();
+  float* partial = partial_.data();
   for (int64_t i = 0; i < h.num_recv_tokens(); ++i) {
     std::fill(partial, partial + h_sz, 0.0f);
     for (int64_t k = h.row_offsets[i]; k < h.row_offsets[i + 1]; ++k) {
@@ -246,16 +286,25 @@ Status MoeBuffer::Combine(const DispatchHandle& h, const void* y, DataType dtype
     }
     EncodeRow(payload, partial, DataType::kFloat32, hidden_, send + i * row_bytes);
   }
-  TESSERA_RETURN_IF_ERROR(Exchange(send, h.recv_offsets, recv, h.send_offsets, row_bytes, "combine"));
   // Source side: partial sums in rank order.
-  float* sum = acc_.data();
-  std::fill(sum, sum + static_cast<size_t>(h.num_tokens) * h_sz, 0.0f);
-  for (int64_t i = 0; i < h.num_sent_tokens(); ++i) {
-    DecodeAccumulate(payload, recv + i * row_bytes, hidden_, sum + h.send_tokens[i] * hidden_);
-  }
-  if (dtype == DataType::kFloat32) {
-    std::memcpy(out, sum, static_cast<size_t>(h.num_tokens) * h_sz * 4);
+  float* sum = dtype == DataType::kFloat32 ? static_cast<float*>(out) : acc_.data();
+  if (h.num_tokens > 0) std::fill(sum, sum + static_cast<size_t>(h.num_tokens) * h_sz, 0.0f);
+  if (Fused()) {
+    for (int r = 0; r < ranks_; ++r) {
+      if (r != rank_) bytes_sent_ += static_cast<uint64_t>(h.recv_offsets[r + 1] - h.recv_offsets[r]) * row_bytes;
+    }
+    Status st = comm_->RunCustom("moe_combine", [&](algo::AlgoEnv& env) {
+      return shm_path::Combine(env, h, send, payload, hidden_, sum, tmp_);
+    });
+    if (!st.ok()) return st.WithContext(fmt::format("MoE combine (rank {} of {})", rank_, ranks_));
   } else {
+    TESSERA_RETURN_IF_ERROR(Exchange(send, h.recv_offsets, recv, h.send_offsets, row_bytes, "combine"));
+    for (int64_t i = 0; i < h.num_sent_tokens(); ++i) {
+      DecodeAccumulate(payload, recv + i * row_bytes, hidden_, sum + h.send_tokens[i] * hidden_);
+    }
+  }
+  if (h.num_tokens == 0 || dtype == DataType::kFloat32) return Status::Ok();  // fp32: summed in place
+  {
     auto* o = static_cast<uint16_t*>(out);
     const bool b = dtype == DataType::kBFloat16;
     for (size_t i = 0; i < static_cast<size_t>(h.num_tokens) * h_sz; ++i) {

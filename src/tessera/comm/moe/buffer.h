@@ -26,9 +26,14 @@
 // Dispatch's adjoint is Combine with weights 1; Combine's adjoint is a
 // cached Dispatch of the output gradient (parallel/expert_parallel wraps
 // both for the autograd).
-// Staging buffers are shared memory (AllocShared) when the communicator
-// can run zero copy, so the exchanges move each byte once; reused across
-// calls. Errors: bad arguments → InvalidArgument naming the argument; a
+// Same host with direct peer reads (Communicator::direct_peer_reads):
+// the fused path of shm_path.h — every rank pulls each token row straight
+// from its source's input (or, for a lossy payload, from the source's rows
+// encoded once each) into its expert rows, and each token's partial sums
+// straight into the accumulator: one pass per byte. Otherwise (tcp, or
+// no direct reads) pack / all-to-all-v / unpack through staging buffers
+// (shared memory when the communicator runs zero copy). Both paths give
+// identical results. Staging is reused across calls. Errors: bad arguments → InvalidArgument naming the argument; a
 // failed exchange → the communicator's error (the group fails together).
 // Thread-safety: one thread per MoeBuffer; collective (every rank of the
 // communicator calls the same sequence).
@@ -77,6 +82,8 @@ class MoeBuffer {
   Status Exchange(const uint8_t* send, const std::vector<int64_t>& send_offsets, uint8_t* recv,
                   const std::vector<int64_t>& recv_offsets, size_t record_bytes, const char* what);
   Status CheckHandle(const DispatchHandle& h) const;
+  // The fused same-host path (shm_path.h) instead of pack / exchange / unpack.
+  bool Fused() const { return fused_; }
 
   Communicator* comm_;
   int rank_;
@@ -84,7 +91,9 @@ class MoeBuffer {
   int num_experts_;
   int64_t hidden_;
   Staging send_stage_, recv_stage_;
-  std::vector<float> acc_;
+  std::vector<float> acc_, partial_;
+  std::vector<uint8_t> tmp_;
+  bool fused_ = false;
   uint64_t bytes_sent_ = 0;
 };
 

@@ -51,11 +51,15 @@ struct DispatchHandle {
   // Send side: the tokens sent to each rank, in token order (send_offsets
   // [R+1] into send_tokens).
   std::vector<int64_t> send_offsets, send_tokens;
+  // Tokens each rank sends each rank: counts_to[s·R + r] (every rank
+  // knows all of them).
+  std::vector<int64_t> counts_to;
   // Receive side: tokens received from each source (recv_offsets [R+1]:
-  // received token i of source s is entry recv_offsets[s] + i); for each
-  // received token its rows (row_offsets [received+1] into rows_of and
-  // choice_of: the row and the top-k choice it came from).
-  std::vector<int64_t> recv_offsets;
+  // received token i of source s is entry recv_offsets[s] + i, the
+  // source's token recv_src_tokens[i]); for each received token its rows
+  // (row_offsets [received+1] into rows_of and choice_of: the row and the
+  // top-k choice it came from).
+  std::vector<int64_t> recv_offsets, recv_src_tokens;
   std::vector<int64_t> row_offsets, rows_of;
   std::vector<int32_t> choice_of;
   // Rows per local expert (expert_offsets [L+1]); each row's top-k weight

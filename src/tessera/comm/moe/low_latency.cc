@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "tessera/base/float16.h"
+#include "tessera/comm/moe/shm_path.h"
 
 namespace tessera::comm::moe {
 namespace {
@@ -76,7 +77,8 @@ StatusOr<std::unique_ptr<LowLatencyBuffer>> LowLatencyBuffer::Create(Communicato
   const Payload back = payload == Payload::kFp8E4m3 ? Payload::kBFloat16 : payload;
   b->record_bytes_ = std::max(b->row_bytes_ + ((sizeof(ChoiceMeta) * top_k + 15) & ~size_t{15}), RowBytes(back, hidden));
   b->block_bytes_ = 16 + static_cast<size_t>(max_tokens) * b->record_bytes_;
-  const bool shared = comm != nullptr && ranks > 1 && comm->zero_copy();
+  b->fused_ = comm != nullptr && ranks > 1 && comm->direct_peer_reads();
+  const bool shared = comm != nullptr && ranks > 1 && comm->zero_copy() && !b->fused_;
   b->send_.set_shared(shared);
   b->recv_.set_shared(shared);
   // Registered once: every later exchange reuses these.
@@ -137,12 +139,23 @@ StatusOr<ReceiveHook> LowLatencyBuffer::Dispatch(const void* x, DataType dtype, 
   }
   ReceiveHook hook;
   hook.owner_ = this;
-  if (ranks_ == 1) {
-    std::memcpy(recv_data_, send_data_, block_bytes_);
-  } else {
-    hook.work_ = comm_->AllToAllAsync(send_data_, recv_data_, block_bytes_, DataType::kUint8);
-  }
+  hook.work_ = Start("moe_ll_dispatch", record_bytes_);
   return hook;
+}
+
+Work LowLatencyBuffer::Start(const char* label, size_t record_bytes) {
+  if (ranks_ == 1) {
+    int64_t n = 0;
+    std::memcpy(&n, send_data_, sizeof(n));
+    std::memcpy(recv_data_, send_data_, 16 + static_cast<size_t>(n) * record_bytes);
+    return Work();
+  }
+  if (fused_) {  // pull only the filled part of each block
+    return comm_->SubmitCustom(label, [this, record_bytes](algo::AlgoEnv& env) {
+      return shm_path::PullBlocks(env, send_data_, block_bytes_, record_bytes, max_tokens_, recv_data_);
+    });
+  }
+  return comm_->AllToAllAsync(send_data_, recv_data_, block_bytes_, DataType::kUint8);
 }
 
 Status LowLatencyBuffer::FinishDispatch() {
@@ -217,11 +230,7 @@ StatusOr<ReceiveHook> LowLatencyBuffer::Combine(const void* y, DataType dtype, v
   ReceiveHook hook;
   hook.owner_ = this;
   hook.combine_ = true;
-  if (ranks_ == 1) {
-    std::memcpy(recv_data_, send_data_, block_bytes_);
-  } else {
-    hook.work_ = comm_->AllToAllAsync(send_data_, recv_data_, block_bytes_, DataType::kUint8);
-  }
+  hook.work_ = Start("moe_ll_combine", row);
   return hook;
 }
 

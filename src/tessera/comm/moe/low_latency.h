@@ -3,9 +3,11 @@
 //   - buffers are sized once, at creation, for at most `max_tokens` tokens
 //     per rank (shared memory when the communicator runs zero copy: the
 //     exchange reads peers' buffers in place);
-//   - no layout round trip: each rank sends every peer one fixed-size block
+//   - no layout round trip: each rank fills one fixed-size block per peer
 //     (a token count, then per token its row and per-choice local expert
-//     and weight) in a single all-to-all;
+//     and weight); on one host with direct peer reads each rank pulls the
+//     filled part of its block from every peer (shm_path.h), elsewhere one
+//     all-to-all moves the whole blocks;
 //   - a receive hook: Dispatch / Combine start the exchange on the
 //     communicator's progress thread and return at once; the caller
 //     computes meanwhile and calls hook.Wait() to finish (waits, bounded by
@@ -70,6 +72,10 @@ class LowLatencyBuffer {
  private:
   friend class ReceiveHook;
   LowLatencyBuffer() = default;
+  // Starts the exchange of the filled send blocks (records of
+  // `record_bytes`): the fused pull on one host, else a whole-block
+  // all-to-all.
+  Work Start(const char* label, size_t record_bytes);
   Status FinishDispatch();
   Status FinishCombine();
 
@@ -78,6 +84,7 @@ class LowLatencyBuffer {
   int64_t hidden_ = 0, max_tokens_ = 0;
   Payload payload_ = Payload::kBFloat16;
   size_t row_bytes_ = 0, record_bytes_ = 0, block_bytes_ = 0;
+  bool fused_ = false;
   Staging send_, recv_;
   uint8_t* send_data_ = nullptr;
   uint8_t* recv_data_ = nullptr;

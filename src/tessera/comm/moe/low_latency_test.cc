@@ -15,8 +15,11 @@ namespace {
 using testing::RunRanks;
 using testing::TestOptions;
 
-void CompareWithNormalMode(int ranks, int experts, int top_k, int64_t tokens, int64_t hidden, Payload payload) {
-  RunRanks(ranks, TestOptions(), [&](int rank, Communicator& comm) {
+void CompareWithNormalMode(int ranks, int experts, int top_k, int64_t tokens, int64_t hidden, Payload payload,
+                           bool direct = true) {
+  CommOptions options = TestOptions();
+  if (!direct) options.shm_single_copy = 0;  // whole-block all-to-all instead of the fused pull
+  RunRanks(ranks, options, [&](int rank, Communicator& comm) {
     std::mt19937 rng(50 + rank);
     std::vector<int64_t> idx(static_cast<size_t>(tokens) * top_k);
     std::vector<float> w(idx.size()), x(static_cast<size_t>(tokens * hidden));
@@ -85,6 +88,9 @@ void CompareWithNormalMode(int ranks, int experts, int top_k, int64_t tokens, in
 TEST(MoeLowLatency, MatchesNormalModeFp32) { CompareWithNormalMode(4, 8, 2, 12, 64, Payload::kFloat32); }
 TEST(MoeLowLatency, MatchesNormalModeFp8) { CompareWithNormalMode(4, 8, 3, 9, 256, Payload::kFp8E4m3); }
 TEST(MoeLowLatency, MatchesNormalModeEightRanksTopEight) { CompareWithNormalMode(8, 16, 8, 5, 32, Payload::kBFloat16); }
+TEST(MoeLowLatency, MatchesNormalModeWithoutDirectReads) {
+  CompareWithNormalMode(4, 8, 3, 9, 256, Payload::kFp8E4m3, /*direct=*/false);
+}
 TEST(MoeLowLatency, OneRank) { CompareWithNormalMode(1, 4, 2, 6, 16, Payload::kFloat32); }
 
 }  // namespace

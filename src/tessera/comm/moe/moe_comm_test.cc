@@ -62,7 +62,14 @@ struct Case {
   Routing routing;
   Payload payload;
   DataType dtype;
+  bool direct = true;  // ranks read each other's memory: the fused path; else pack / all-to-all-v / unpack
 };
+
+CommOptions Options(bool direct) {
+  CommOptions o = TestOptions();
+  if (!direct) o.shm_single_copy = 0;
+  return o;
+}
 
 std::vector<int64_t> MakeRouting(const Case& c, int rank) {
   std::mt19937 rng(1000 + rank);
@@ -138,7 +145,7 @@ std::vector<uint8_t> ToDtype(const std::vector<float>& v, DataType dtype) {
     auto* o = reinterpret_cast<uint16_t*>(out.data());
     for (size_t i = 0; i < v.size(); ++i) o[i] = bf16::FromFloat(v[i]);
   } else {
-    std::memcpy(out.data(), v.data(), out.size());
+    if (!out.empty()) std::memcpy(out.data(), v.data(), out.size());
   }
   return out;
 }
@@ -150,7 +157,7 @@ std::vector<float> FromDtype(const std::vector<uint8_t>& b, DataType dtype) {
     const auto* p = reinterpret_cast<const uint16_t*>(b.data());
     for (size_t i = 0; i < n; ++i) out[i] = bf16::FromBits(p[i]).ToFloat();
   } else {
-    std::memcpy(out.data(), b.data(), n * 4);
+    if (n > 0) std::memcpy(out.data(), b.data(), n * 4);
   }
   return out;
 }
@@ -158,7 +165,12 @@ std::vector<float> FromDtype(const std::vector<uint8_t>& b, DataType dtype) {
 float ExpertScale(int64_t e) { return 1.0f + 0.125f * static_cast<float>(e); }
 
 void RunCase(const Case& c) {
-  RunRanks(c.ranks, TestOptions(), [&](int rank, Communicator& comm) {
+  RunRanks(c.ranks, Options(c.direct), [&](int rank, Communicator& comm) {
+    if (!c.direct) {
+      ASSERT_FALSE(comm.direct_peer_reads());
+    } else if (c.ranks > 1) {
+      ASSERT_TRUE(comm.direct_peer_reads());  // thread ranks read each other directly
+    }
     auto buf = MoeBuffer::Create(&comm, c.experts, c.hidden);
     ASSERT_TRUE(buf.ok()) << buf.status().ToString();
     const auto idx = MakeRouting(c, rank);
@@ -251,8 +263,9 @@ TEST_P(MoeDispatchCombine, MatchesTheSingleProcessReference) { RunCase(GetParam(
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   const char* routing[] = {"random", "all_to_one_expert", "same_rank_twice", "some_experts_idle", "masked"};
-  return fmt::format("r{}_e{}_k{}_{}_{}_{}", c.ranks, c.experts, c.top_k, routing[static_cast<int>(c.routing)],
-                     PayloadName(c.payload), c.dtype == DataType::kBFloat16 ? "bf16" : "fp32");
+  return fmt::format("r{}_e{}_k{}_{}_{}_{}{}", c.ranks, c.experts, c.top_k, routing[static_cast<int>(c.routing)],
+                     PayloadName(c.payload), c.dtype == DataType::kBFloat16 ? "bf16" : "fp32",
+                     c.direct ? "" : "_exchange");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -269,7 +282,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{4, 8, 2, 20, 200, Routing::kRandom, Payload::kBFloat16, DataType::kBFloat16},
                       Case{4, 8, 2, 20, 300, Routing::kRandom, Payload::kFp8E4m3, DataType::kFloat32},
                       Case{4, 8, 4, 20, 300, Routing::kSameRankTwice, Payload::kFp8E4m3, DataType::kBFloat16},
-                      Case{8, 8, 8, 9, 32, Routing::kRandom, Payload::kFloat32, DataType::kFloat32}),
+                      Case{8, 8, 8, 9, 32, Routing::kRandom, Payload::kFloat32, DataType::kFloat32},
+                      // The pack / all-to-all-v / unpack path (no direct peer reads).
+                      Case{3, 6, 3, 17, 40, Routing::kRandom, Payload::kFloat32, DataType::kFloat32, false},
+                      Case{4, 8, 4, 20, 64, Routing::kSameRankTwice, Payload::kFloat32, DataType::kFloat32, false},
+                      Case{4, 8, 3, 20, 64, Routing::kMasked, Payload::kFloat32, DataType::kFloat32, false},
+                      Case{4, 8, 2, 20, 200, Routing::kRandom, Payload::kBFloat16, DataType::kFloat32, false},
+                      Case{4, 8, 4, 20, 300, Routing::kSameRankTwice, Payload::kFp8E4m3, DataType::kBFloat16, false}),
     CaseName);
 
 TEST(MoeLayout, RejectsBadExpertIdsAndShardings) {

@@ -42,11 +42,14 @@
 // Thread-safety: one executor thread at a time; Abort() from any thread.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -126,6 +129,12 @@ class Context final : public Transport {
   bool single_copy() const { return single_copy_; }
   bool SameProcess(int peer) const { return pids_[peer] == pids_[rank_]; }
   Status ReadPeer(int peer, void* dst, const void* remote, size_t bytes, const OpContext& ctx) const;
+  // ReadPeer of many pieces: remote[i] (in `peer`'s address space) to
+  // local[i], the same lengths; one cross-memory-attach call per up to
+  // 1024 pieces between processes, memcpy inside the peer's exposed
+  // buffers between threads (re-checked every kPeerPiece bytes).
+  Status ReadPeerGather(int peer, std::span<const iovec> local, std::span<const iovec> remote,
+                        const OpContext& ctx) const;
 
   // Buffer exposure (single and zero copy). A rank whose user buffers peers
   // will touch directly calls ExposeBuffers() right before the LL step that

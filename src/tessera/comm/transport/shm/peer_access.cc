@@ -124,4 +124,46 @@ Status Context::ReadPeer(int peer, void* dst, const void* remote, size_t bytes, 
   return Status::Ok();
 }
 
+Status Context::ReadPeerGather(int peer, std::span<const iovec> local, std::span<const iovec> remote,
+                               const OpContext& ctx) const {
+  if (local.size() != remote.size()) {
+    return Internal("{}: {} local and {} remote pieces", ctx.Name(), local.size(), remote.size());
+  }
+  if (local.empty()) return Status::Ok();
+  if (SameProcess(peer)) {
+    TESSERA_RETURN_IF_ERROR(EnterPeer(peer, ctx));
+    Status st;
+    size_t since_check = 0;
+    for (size_t i = 0; i < local.size() && st.ok(); ++i) {
+      std::memcpy(local[i].iov_base, remote[i].iov_base, local[i].iov_len);
+      since_check += local[i].iov_len;
+      if (since_check >= kPeerPiece) {
+        since_check = 0;
+        st = StillExposed(peer, ctx);
+      }
+    }
+    LeavePeer(peer);
+    return st;
+  }
+  constexpr size_t kBatch = 1024;  // IOV_MAX
+  for (size_t at = 0; at < local.size(); at += kBatch) {
+    if (ctx.Aborted()) return Aborted("{}: aborted on this rank (Communicator::Abort)", ctx.Name());
+    const size_t n = std::min(kBatch, local.size() - at);
+    size_t want = 0;
+    for (size_t i = 0; i < n; ++i) want += local[at + i].iov_len;
+    ssize_t got;
+    do {
+      got = process_vm_readv(pids_[peer], local.data() + at, n, remote.data() + at, n, 0);
+    } while (got < 0 && errno == EINTR);
+    if (got != static_cast<ssize_t>(want)) {
+      const int err = errno;
+      Status cause = GroupAbortStatus(ctx);
+      if (!cause.ok()) return cause;
+      return Unavailable("{}: reading {} pieces ({} bytes) from {} failed: {} (it died or exited)", ctx.Name(), n,
+                         want, PeerDescription(peer), got < 0 ? std::strerror(err) : "a short read");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace tessera::comm::transport::shm
