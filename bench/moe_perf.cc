@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
         Check(hh.status(), "layout");
         Check(buf.Dispatch(**hh, x.data(), dtype, payload, rows.data()), "dispatch");
         const moe::Payload back = payload == moe::Payload::kFp8E4m3 ? moe::Payload::kBFloat16 : payload;
-        Check(buf.Combine(**hh, rows.data(), dtype, (*hh)->row_weights.data(), back, combined.data()), "combine");
+        Check(buf.CombineGated(**hh, rows.data(), dtype, /*gates=*/true, back, combined.data()), "combine");
       });
       const double b = Timed(c, [&] {
         Check(c.AllToAllV(ps.data(), sc, sd, pr.data(), rc, rd, DataType::kUint8), "alltoallv");
@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
       const double d = Timed(c, [&] { Check(buf.Dispatch(*hp, x.data(), dtype, payload, rows.data()), "dispatch"); });
       const double cb = Timed(c, [&] {
         const moe::Payload back = payload == moe::Payload::kFp8E4m3 ? moe::Payload::kBFloat16 : payload;
-        Check(buf.Combine(*hp, rows.data(), dtype, hp->row_weights.data(), back, combined.data()), "combine");
+        Check(buf.CombineGated(*hp, rows.data(), dtype, /*gates=*/true, back, combined.data()), "combine");
       });
       if (it >= 2) {  // warm-up
         t_layout.push_back(l);

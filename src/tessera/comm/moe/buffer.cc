@@ -34,6 +34,13 @@ struct ChoiceMeta {
   float weight;
 };
 
+// fp32 sums to a bf16 / fp16 output.
+void StoreRows(const float* sum, int64_t n, DataType dtype, void* out) {
+  auto* o = static_cast<uint16_t*>(out);
+  const bool b = dtype == DataType::kBFloat16;
+  for (int64_t i = 0; i < n; ++i) o[i] = b ? bf16::FromFloat(sum[i]) : fp16::FromFloat(sum[i]);
+}
+
 bool IsExact(Payload p, DataType dtype) {
   return (p == Payload::kFloat32 && dtype == DataType::kFloat32) ||
          (p == Payload::kBFloat16 && dtype == DataType::kBFloat16) ||
@@ -126,13 +133,45 @@ StatusOr<std::shared_ptr<const DispatchHandle>> MoeBuffer::Layout(std::span<cons
     }
   }
 
-  // Round trip 1: how many tokens every rank sends every rank.
-  h->counts_to.resize(static_cast<size_t>(ranks_) * ranks_);
+  // Round trip 1: how many tokens every rank sends every rank, and how
+  // many choices of every expert it makes.
+  const size_t per_rank = static_cast<size_t>(ranks_ + num_experts_);
+  std::vector<int64_t> mine(per_rank), all(per_rank * ranks_);
+  std::copy(layout.tokens_per_rank.begin(), layout.tokens_per_rank.end(), mine.begin());
+  std::copy(layout.tokens_per_expert.begin(), layout.tokens_per_expert.end(), mine.begin() + ranks_);
   if (ranks_ == 1) {
-    h->counts_to[0] = layout.tokens_per_rank[0];
+    all = mine;
   } else {
-    Status st = comm_->AllGather(layout.tokens_per_rank.data(), h->counts_to.data(), ranks_, DataType::kInt64);
+    Status st = comm_->AllGather(mine.data(), all.data(), per_rank, DataType::kInt64);
     if (!st.ok()) return st.WithContext(fmt::format("MoE layout counts (rank {} of {})", rank_, ranks_));
+  }
+  h->counts_to.resize(static_cast<size_t>(ranks_) * ranks_);
+  h->expert_choices.resize(static_cast<size_t>(ranks_) * num_experts_);
+  for (int s = 0; s < ranks_; ++s) {
+    std::copy_n(&all[s * per_rank], ranks_, &h->counts_to[static_cast<size_t>(s) * ranks_]);
+    std::copy_n(&all[s * per_rank + ranks_], num_experts_, &h->expert_choices[static_cast<size_t>(s) * num_experts_]);
+  }
+  // Where each of this rank's choices lands: expert e's rows on its rank
+  // start after the lower local experts' rows (from every source), then
+  // the lower sources' choices of e, then this rank's earlier ones.
+  {
+    std::vector<int64_t> next(num_experts_);
+    for (int e = 0; e < num_experts_; ++e) {
+      const int r = e / local;
+      int64_t at = 0;
+      for (int e2 = r * local; e2 < e; ++e2) {
+        for (int s = 0; s < ranks_; ++s) at += h->expert_choices[static_cast<size_t>(s) * num_experts_ + e2];
+      }
+      for (int s = 0; s < rank_; ++s) at += h->expert_choices[static_cast<size_t>(s) * num_experts_ + e];
+      next[e] = at;
+    }
+    h->remote_rows.assign(topk_idx.size(), -1);
+    for (size_t c = 0; c < topk_idx.size(); ++c) {
+      if (topk_idx[c] >= 0) h->remote_rows[c] = next[topk_idx[c]]++;
+    }
+    h->topk_idx.assign(topk_idx.begin(), topk_idx.end());
+    h->topk_weights.assign(topk_weights.begin(), topk_weights.end());
+    if (h->topk_weights.empty()) h->topk_weights.assign(topk_idx.size(), 1.0f);
   }
   h->recv_offsets.assign(ranks_ + 1, 0);
   for (int s = 0; s < ranks_; ++s) {
@@ -256,10 +295,40 @@ Status MoeBuffer::Dispatch(const DispatchHandle& h, const void* x, DataType dtyp
 
 Status MoeBuffer::Combine(const DispatchHandle& h, const void* y, DataType dtype, const float* row_weights,
                           Payload payload, void* out) {
+  return CombineImpl(h, y, dtype, row_weights, payload, out, /*pull_rows=*/false, false);
+}
+
+Status MoeBuffer::CombineGated(const DispatchHandle& h, const void* y, DataType dtype, bool gates, Payload payload,
+                               void* out) {
+  return CombineImpl(h, y, dtype, gates ? h.row_weights.data() : nullptr, payload, out, /*pull_rows=*/true, gates);
+}
+
+Status MoeBuffer::CombineImpl(const DispatchHandle& h, const void* y, DataType dtype, const float* row_weights,
+                              Payload payload, void* out, bool pull_rows, bool gates) {
   TESSERA_RETURN_IF_ERROR(CheckHandle(h));
   TESSERA_RETURN_IF_ERROR(CheckDtype(dtype, payload, "combine"));
   const size_t row_bytes = RowBytes(payload, hidden_);
   const size_t h_sz = static_cast<size_t>(hidden_);
+  if (pull_rows && Fused() && IsExact(payload, dtype)) {
+    // Every rank pulls its choices' rows straight from the experts' outputs
+    // and weights them itself (it knows the weights: 1, or its own gates).
+    acc_.resize(std::max(h_sz, static_cast<size_t>(h.num_tokens) * h_sz));
+    float* sum = dtype == DataType::kFloat32 ? static_cast<float*>(out) : acc_.data();
+    if (h.num_tokens > 0) std::fill(sum, sum + static_cast<size_t>(h.num_tokens) * h_sz, 0.0f);
+    const size_t elem_row = h_sz * ElemBytes(dtype);
+    for (int s = 0; s < ranks_; ++s) {  // rows of this rank's experts that rank s reads
+      if (s == rank_) continue;
+      const int64_t rows = h.row_offsets[h.recv_offsets[s + 1]] - h.row_offsets[h.recv_offsets[s]];
+      bytes_sent_ += static_cast<uint64_t>(rows) * elem_row;
+    }
+    const float* weights = gates ? h.topk_weights.data() : nullptr;
+    Status st = comm_->RunCustom("moe_combine", [&](algo::AlgoEnv& env) {
+      return shm_path::CombineRows(env, h, static_cast<const uint8_t*>(y), dtype, weights, hidden_, sum, tmp_);
+    });
+    if (!st.ok()) return st.WithContext(fmt::format("MoE combine (rank {} of {})", rank_, ranks_));
+    if (h.num_tokens > 0 && dtype != DataType::kFloat32) StoreRows(sum, h.num_tokens * hidden_, dtype, out);
+    return Status::Ok();
+  }
   TESSERA_ASSIGN_OR_RETURN(uint8_t * send, send_stage_.Get(h.num_recv_tokens() * row_bytes));
   TESSERA_ASSIGN_OR_RETURN(uint8_t * recv, recv_stage_.Get(Fused() ? 0 : h.num_sent_tokens() * row_bytes));
   acc_.resize(std::max(h_sz, static_cast<size_t>(h.num_tokens) * h_sz));
@@ -303,14 +372,7 @@ Status MoeBuffer::Combine(const DispatchHandle& h, const void* y, DataType dtype
       DecodeAccumulate(payload, recv + i * row_bytes, hidden_, sum + h.send_tokens[i] * hidden_);
     }
   }
-  if (h.num_tokens == 0 || dtype == DataType::kFloat32) return Status::Ok();  // fp32: summed in place
-  {
-    auto* o = static_cast<uint16_t*>(out);
-    const bool b = dtype == DataType::kBFloat16;
-    for (size_t i = 0; i < static_cast<size_t>(h.num_tokens) * h_sz; ++i) {
-      o[i] = b ? bf16::FromFloat(sum[i]) : fp16::FromFloat(sum[i]);
-    }
-  }
+  if (h.num_tokens > 0 && dtype != DataType::kFloat32) StoreRows(sum, h.num_tokens * hidden_, dtype, out);
   return Status::Ok();
 }
 

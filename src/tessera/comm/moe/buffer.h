@@ -6,7 +6,7 @@
 //   recv_x.resize(h->num_recv_rows() * hidden);
 //   buf.Dispatch(*h, x, DataType::kBFloat16, Payload::kFp8E4m3, recv_x.data());
 //   ... expert j computes rows [h->expert_offsets[j], h->expert_offsets[j+1]) ...
-//   buf.Combine(*h, y, DataType::kBFloat16, h->row_weights.data(), Payload::kBFloat16, out);
+//   buf.CombineGated(*h, y, DataType::kBFloat16, /*gates=*/true, Payload::kBFloat16, out);
 //
 // Layout: GetDispatchLayout, then an all-to-all of per-rank token counts and
 // an all-to-all-v of each sent token's per-choice local expert and weight:
@@ -29,11 +29,13 @@
 // Same host with direct peer reads (Communicator::direct_peer_reads):
 // the fused path of shm_path.h — every rank pulls each token row straight
 // from its source's input (or, for a lossy payload, from the source's rows
-// encoded once each) into its expert rows, and each token's partial sums
-// straight into the accumulator: one pass per byte. Otherwise (tcp, or
-// no direct reads) pack / all-to-all-v / unpack through staging buffers
-// (shared memory when the communicator runs zero copy). Both paths give
-// identical results. Staging is reused across calls. Errors: bad arguments → InvalidArgument naming the argument; a
+// encoded once each) into its expert rows; combine pulls, per token, its
+// expert rows (weights known at the source: 1 or the dispatched gates) or
+// else the expert side's partial sums, straight into the accumulator: one
+// pass per byte. Otherwise (tcp, or no direct reads) pack / all-to-all-v /
+// unpack through staging buffers (shared memory when the communicator runs
+// zero copy). Both paths give identical fp32 results (bf16 / fp16: the
+// pulled rows' partial sums stay fp32, one rounding fewer). Staging is reused across calls. Errors: bad arguments → InvalidArgument naming the argument; a
 // failed exchange → the communicator's error (the group fails together).
 // Thread-safety: one thread per MoeBuffer; collective (every rank of the
 // communicator calls the same sequence).
@@ -68,9 +70,20 @@ class MoeBuffer {
                                                          std::span<const float> topk_weights = {});
   // x [T, hidden] of dtype (fp32 | bf16 | fp16) -> recv_x [num_recv_rows, hidden] of dtype.
   Status Dispatch(const DispatchHandle& h, const void* x, DataType dtype, Payload payload, void* recv_x);
-  // y [num_recv_rows, hidden] of dtype -> out [T, hidden] of dtype.
+  // y [num_recv_rows, hidden] of dtype -> out [T, hidden] of dtype: each
+  // token's sum of row_weights[row] · y[row] over its rows (row_weights
+  // null: 1), weighted on the expert side. Summation order: per token and
+  // expert rank, the rows in the token's choice order, then those partial
+  // sums in rank order, on every path (results do not depend on the
+  // transport).
   Status Combine(const DispatchHandle& h, const void* y, DataType dtype, const float* row_weights, Payload payload,
                  void* out);
+  // The same sum with the weights given to Layout (`gates`: DeepEP's
+  // combine(x, handle, topk_weights)) or with weights 1, applied where each
+  // token lives. Every rank passes the same `gates` (collective), so with
+  // an exact payload the same-host path lets each token's rank pull its
+  // expert rows and weight them itself (no expert-side pass).
+  Status CombineGated(const DispatchHandle& h, const void* y, DataType dtype, bool gates, Payload payload, void* out);
   // per_row [num_recv_rows] -> out [T·k].
   Status ReturnScalars(const DispatchHandle& h, const float* per_row, float* out);
 
@@ -82,6 +95,10 @@ class MoeBuffer {
   Status Exchange(const uint8_t* send, const std::vector<int64_t>& send_offsets, uint8_t* recv,
                   const std::vector<int64_t>& recv_offsets, size_t record_bytes, const char* what);
   Status CheckHandle(const DispatchHandle& h) const;
+  // Combine / CombineGated: pull_rows lets the same-host path pull expert
+  // rows to the token's rank, weighted there by the gates (or 1).
+  Status CombineImpl(const DispatchHandle& h, const void* y, DataType dtype, const float* row_weights,
+                     Payload payload, void* out, bool pull_rows, bool gates);
   // The fused same-host path (shm_path.h) instead of pack / exchange / unpack.
   bool Fused() const { return fused_; }
 

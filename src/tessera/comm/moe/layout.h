@@ -51,9 +51,15 @@ struct DispatchHandle {
   // Send side: the tokens sent to each rank, in token order (send_offsets
   // [R+1] into send_tokens).
   std::vector<int64_t> send_offsets, send_tokens;
-  // Tokens each rank sends each rank: counts_to[s·R + r] (every rank
-  // knows all of them).
-  std::vector<int64_t> counts_to;
+  // Tokens each rank sends each rank: counts_to[s·R + r], and choices of
+  // each expert by each rank: expert_choices[s·E + e] (every rank knows
+  // all of them).
+  std::vector<int64_t> counts_to, expert_choices;
+  // Source side: per (token, choice) its expert (topk_idx as given), the
+  // row it fills on the expert's rank (-1: none) and its weight as given
+  // to Layout (1 when none were).
+  std::vector<int64_t> topk_idx, remote_rows;
+  std::vector<float> topk_weights;
   // Receive side: tokens received from each source (recv_offsets [R+1]:
   // received token i of source s is entry recv_offsets[s] + i, the
   // source's token recv_src_tokens[i]); for each received token its rows

@@ -245,6 +245,24 @@ void RunCase(const Case& c) {
         ASSERT_NEAR(comb[t * c.hidden + i], want, tol * (1 + std::fabs(want))) << "token " << t << " element " << i;
       }
     }
+    // The gated form (the weights given to Layout, or 1, applied where the
+    // tokens live: the same-host path pulls expert rows) gives the same
+    // sums as expert-side weighting: bitwise in fp32 (same grouping).
+    for (const bool gates : {true, false}) {
+      std::vector<uint8_t> want_out(out.size()), got_out(out.size());
+      st = (*buf)->Combine(hd, yin.data(), c.dtype, gates ? hd.row_weights.data() : nullptr, back, want_out.data());
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      st = (*buf)->CombineGated(hd, yin.data(), c.dtype, gates, back, got_out.data());
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      const auto a = FromDtype(want_out, c.dtype), b = FromDtype(got_out, c.dtype);
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (c.dtype == DataType::kFloat32) {
+          ASSERT_EQ(b[i], a[i]) << "gates " << gates << " element " << i;
+        } else {
+          ASSERT_NEAR(b[i], a[i], tol * (1 + std::fabs(a[i]))) << "gates " << gates << " element " << i;
+        }
+      }
+    }
 
     // The weights' adjoint: 2·weight back to each (token, choice).
     std::vector<float> per_row(hd.row_weights.size());

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "tessera/base/float16.h"
 #include "tessera/comm/algo/algorithm.h"
 #include "tessera/comm/transport/shm/context.h"
 
@@ -101,6 +102,86 @@ Status Combine(algo::AlgoEnv& env, const DispatchHandle& h, const uint8_t* parti
         const int64_t t = h.send_tokens[h.send_offsets[r] + i];
         DecodeAccumulate(payload, rows + (i - i0) * row_bytes, hidden, sum + t * hidden);
       }
+    }
+  }
+  return shm.LlStep(nullptr, 0, *env.ctx);
+}
+
+Status CombineRows(algo::AlgoEnv& env, const DispatchHandle& h, const uint8_t* y, DataType dtype,
+                   const float* weights, int64_t hidden, float* sum, std::vector<uint8_t>& tmp) {
+  Context& shm = *env.shm;
+  const size_t elem = dtype == DataType::kFloat32 ? 4 : 2;
+  const size_t elem_row = static_cast<size_t>(hidden) * elem;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Published> pub, Publish(env, y, elem_row));
+  const int k = h.top_k, local = h.local_experts;
+  const size_t chunk_rows = std::max<size_t>(1, (256u << 10) / elem_row);
+  // A token's picks on one rank, in its choice order: the grouping of the
+  // sums is the one of the exchange path and of the low-latency mode (a
+  // partial sum per token and rank, then the partials in rank order), so
+  // every path gives the same bits.
+  struct Pick {
+    int64_t token, row;
+    float weight;
+  };
+  std::vector<Pick> picks;
+  std::vector<size_t> token_start;  // picks of the i-th token: [token_start[i], token_start[i+1])
+  std::vector<iovec> li, ri;
+  std::vector<float> partial(static_cast<size_t>(hidden));
+  for (int r = 0; r < env.size; ++r) {
+    picks.clear();
+    token_start.clear();
+    for (int64_t i = h.send_offsets[r]; i < h.send_offsets[r + 1]; ++i) {
+      const int64_t t = h.send_tokens[i];
+      token_start.push_back(picks.size());
+      for (int j = 0; j < k; ++j) {
+        const int64_t e = h.topk_idx[t * k + j];
+        if (e < 0 || e / local != r) continue;
+        picks.push_back({t, h.remote_rows[t * k + j], weights != nullptr ? weights[t * k + j] : 1.0f});
+      }
+    }
+    token_start.push_back(picks.size());
+    const size_t tokens = token_start.size() - 1;
+    for (size_t t0 = 0; t0 < tokens;) {
+      size_t t1 = t0 + 1;  // whole tokens, about chunk_rows rows
+      while (t1 < tokens && token_start[t1 + 1] - token_start[t0] <= chunk_rows) ++t1;
+      const size_t p0 = token_start[t0], p1 = token_start[t1];
+      const uint8_t* rows = y;  // own rows, read in place
+      if (r != env.rank) {
+        tmp.resize((p1 - p0) * elem_row);
+        li.clear();
+        ri.clear();
+        for (size_t p = p0; p < p1; ++p) {
+          li.push_back({tmp.data() + (p - p0) * elem_row, elem_row});
+          ri.push_back({At(pub[r].addr, static_cast<size_t>(picks[p].row) * elem_row), elem_row});
+        }
+        TESSERA_RETURN_IF_ERROR(shm.ReadPeerGather(r, li, ri, *env.ctx));
+        rows = tmp.data();
+      }
+      for (size_t t = t0; t < t1; ++t) {
+        std::fill(partial.begin(), partial.end(), 0.0f);
+        for (size_t p = token_start[t]; p < token_start[t + 1]; ++p) {
+          const uint8_t* row = r == env.rank ? rows + picks[p].row * elem_row : rows + (p - p0) * elem_row;
+          const float w = picks[p].weight;
+          if (dtype == DataType::kFloat32) {
+            const float* v = reinterpret_cast<const float*>(row);
+            for (int64_t c = 0; c < hidden; ++c) {
+              const float prod = v[c] * w;
+              partial[c] += prod;
+            }
+          } else {
+            const uint16_t* v = reinterpret_cast<const uint16_t*>(row);
+            const bool b = dtype == DataType::kBFloat16;
+            for (int64_t c = 0; c < hidden; ++c) {
+              const float prod = (b ? bf16::FromBits(v[c]).ToFloat() : fp16::FromBits(v[c]).ToFloat()) * w;
+              partial[c] += prod;
+            }
+          }
+        }
+        if (token_start[t + 1] == token_start[t]) continue;
+        float* acc = sum + picks[token_start[t]].token * hidden;
+        for (int64_t c = 0; c < hidden; ++c) acc[c] += partial[c];
+      }
+      t0 = t1;
     }
   }
   return shm.LlStep(nullptr, 0, *env.ctx);

@@ -38,6 +38,13 @@ Status Dispatch(algo::AlgoEnv& env, const DispatchHandle& h, const uint8_t* src,
 Status Combine(algo::AlgoEnv& env, const DispatchHandle& h, const uint8_t* partials, Payload payload,
                int64_t hidden, float* sum, std::vector<uint8_t>& tmp);
 
+// Every rank adds, per token and in expert order, weight · y_r[row] over
+// its choices (h.topk_idx / h.remote_rows; `weights` [T·k] or null for 1)
+// into `sum` [T, hidden] (fp32, zeroed by the caller), reading the expert
+// rows `y` (elements of `dtype`) that every rank published.
+Status CombineRows(algo::AlgoEnv& env, const DispatchHandle& h, const uint8_t* y, DataType dtype,
+                   const float* weights, int64_t hidden, float* sum, std::vector<uint8_t>& tmp);
+
 // Low-latency blocks: `blocks` holds one block of `block_bytes` per
 // destination (an int64 count at its start, then `count` records of
 // `record_bytes` from byte 16). Every rank copies its block from every

@@ -28,11 +28,14 @@ Tensor DispatchRows(MoeBuffer& buf, const DispatchHandle& h, const Tensor& x, Pa
   return rows;
 }
 
-// Combine of y [R, d] (weights null: 1) (also the backward of dispatch).
-Tensor CombineRows(MoeBuffer& buf, const DispatchHandle& h, const Tensor& y, const float* weights) {
+// Combine of y [R, d] with per-row `weights`, or (weights null) with the
+// dispatch's gates (`gates`) or 1 (the backward of dispatch).
+Tensor CombineRows(MoeBuffer& buf, const DispatchHandle& h, const Tensor& y, const float* weights, bool gates) {
   Tensor ys = y.Contiguous();
   Tensor out = Tensor::Empty({h.num_tokens, buf.hidden()}, y.dtype());
-  ThrowIfFailed(buf.Combine(h, ys.raw_data(), CommDataType(y.dtype()), weights, Exact(y.dtype()), out.raw_data()),
+  const comm::DataType dt = CommDataType(y.dtype());
+  ThrowIfFailed(weights != nullptr ? buf.Combine(h, ys.raw_data(), dt, weights, Exact(y.dtype()), out.raw_data())
+                                   : buf.CombineGated(h, ys.raw_data(), dt, gates, Exact(y.dtype()), out.raw_data()),
                 "MoE combine");
   return out;
 }
@@ -66,7 +69,7 @@ DispatchedTokens DispatchTokens(MoeBuffer& buf, const Tensor& x, const std::vect
   if (graph::GradEnabled()) {
     MoeBuffer* b = &buf;
     graph::Record("MoeDispatch", {x}, {d.rows}, [b, h](const std::vector<Tensor>& g, const std::vector<bool>&) {
-      return std::vector<Tensor>{CombineRows(*b, *h, g[0], nullptr)};
+      return std::vector<Tensor>{CombineRows(*b, *h, g[0], nullptr, /*gates=*/false)};
     });
     const DType gate_dtype = gates.dtype();
     graph::Record("MoeDispatchWeights", {gates}, {d.weights},
@@ -90,7 +93,12 @@ Tensor CombineTokens(MoeBuffer& buf, const DispatchedTokens& dispatched, const T
                    "CombineTokens: y has {} rows and weights {}, the dispatch delivered {}", y.size(0),
                    weights.defined() ? ShapeString(weights.shape()) : std::string("undefined"), h->num_recv_rows());
   Tensor w = weights.To(DType::kF32).Contiguous();
-  Tensor out = CombineRows(buf, *h, y, w.data<float>());
+  // The dispatch's own weights tensor (the usual case; the same program on
+  // every rank, so the choice is collective): the buffer applies the gates
+  // where the tokens live, which lets the same-host path pull expert rows
+  // and weight them there (no expert-side pass).
+  const bool gated = weights.impl() == dispatched.weights.impl();
+  Tensor out = CombineRows(buf, *h, y, gated ? nullptr : w.data<float>(), gated);
   if (graph::GradEnabled()) {
     MoeBuffer* b = &buf;
     const DType wdtype = weights.dtype();
