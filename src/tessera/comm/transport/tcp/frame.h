@@ -54,6 +54,11 @@ struct LinkStats {
   uint64_t retransmits = 0;     // frames resent on a NACK
   uint64_t reconnects = 0;      // streams re-established after a drop
   uint64_t resent_frames = 0;   // frames resent after a reconnect
+  // Data-frame bytes (headers included) written on data stream i
+  // (i < kStatStreams; higher streams count in the last slot): how the
+  // dynamic chunk assignment spread messages over the streams.
+  static constexpr int kStatStreams = 16;
+  uint64_t stream_bytes[kStatStreams] = {};
 };
 LinkStats GetLinkStats();
 
@@ -65,8 +70,18 @@ enum class FrameFault { kNone, kFlipBit, kShutdownStream };
 using FrameFaultHook = FrameFault (*)(int rank, int peer, int stream, const FrameHeader& header);
 void SetFrameFaultHookForTesting(FrameFaultHook hook);
 
+// Test-only slow channel: when set, called when a data stream could take
+// a new frame (sending rank, peer, stream index); a positive result is that
+// stream's rate in bytes per second: after starting a frame of n bytes it
+// takes no other frame for n / rate seconds (other streams take the
+// chunks meanwhile). 0: unpaced. nullptr clears it.
+using StreamPaceHook = double (*)(int rank, int peer, int stream);
+void SetStreamPaceHookForTesting(StreamPaceHook hook);
+
 namespace internal {
 FrameFaultHook FrameFaultHookNow();
+StreamPaceHook StreamPaceHookNow();
+void CountStreamBytes(size_t stream, uint64_t bytes);
 void CountCorrupt();
 void CountRetransmit();
 void CountReconnect();

@@ -13,6 +13,8 @@
 
 #include "tessera/comm/transport/tcp/frame.h"
 
+#include <algorithm>
+
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -21,6 +23,8 @@ namespace {
 
 std::atomic<FrameFaultHook> g_fault_hook{nullptr};
 std::atomic<uint64_t> g_corrupt{0}, g_retransmits{0}, g_reconnects{0}, g_resent{0};
+std::atomic<StreamPaceHook> g_pace_hook{nullptr};
+std::atomic<uint64_t> g_stream_bytes[LinkStats::kStatStreams];
 
 }  // namespace
 
@@ -30,15 +34,21 @@ LinkStats GetLinkStats() {
   s.retransmits = g_retransmits.load();
   s.reconnects = g_reconnects.load();
   s.resent_frames = g_resent.load();
+  for (int i = 0; i < LinkStats::kStatStreams; ++i) s.stream_bytes[i] = g_stream_bytes[i].load();
   return s;
 }
 
 uint64_t FrameChecksum(const void* data, size_t bytes) { return XXH3_64bits(data, bytes); }
 
 void SetFrameFaultHookForTesting(FrameFaultHook hook) { g_fault_hook.store(hook); }
+void SetStreamPaceHookForTesting(StreamPaceHook hook) { g_pace_hook.store(hook); }
 
 namespace internal {
 FrameFaultHook FrameFaultHookNow() { return g_fault_hook.load(std::memory_order_relaxed); }
+StreamPaceHook StreamPaceHookNow() { return g_pace_hook.load(std::memory_order_relaxed); }
+void CountStreamBytes(size_t stream, uint64_t bytes) {
+  g_stream_bytes[std::min<size_t>(stream, LinkStats::kStatStreams - 1)].fetch_add(bytes, std::memory_order_relaxed);
+}
 void CountCorrupt() { g_corrupt.fetch_add(1); }
 void CountRetransmit() { g_retransmits.fetch_add(1); }
 void CountReconnect() { g_reconnects.fetch_add(1); }

@@ -187,6 +187,14 @@ void Pair::StartFrame(Stream& st, size_t index, SendState& s, uint64_t offset, u
   if (cfg_.checksum) h.checksum = PayloadSum(p, len);
   Seal(h, cfg_.checksum);
   st.sent.push_back(Sent{h.frame_no, retransmit, len, s.seq, offset});
+  internal::CountStreamBytes(index, kHdr + len);
+  if (StreamPaceHook pace = internal::StreamPaceHookNow()) {
+    const double rate = pace(cfg_.endpoint.rank, peer_, static_cast<int>(index));
+    if (rate > 0) {
+      st.paced_until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(static_cast<double>(kHdr + len) / rate));
+    }
+  }
   ++s.inflight;
   st.out_payload = p;
   st.out_active = true;
@@ -202,6 +210,10 @@ void Pair::StartFrame(Stream& st, size_t index, SendState& s, uint64_t offset, u
       st.out_fault = f;
     }
   }
+}
+
+bool Pair::Paced(const Stream& s) {
+  return s.paced_until != Clock::time_point{} && Clock::now() < s.paced_until;
 }
 
 bool Pair::AssignFrame(Stream& st, size_t index) {
@@ -229,7 +241,7 @@ bool Pair::AssignFrame(Stream& st, size_t index) {
 bool Pair::ProgressOut(Stream& st, size_t index) {
   bool moved = false;
   while (st.link == Link::kUp) {
-    if (!st.out_active && !AssignFrame(st, index)) return moved;
+    if (!st.out_active && (Paced(st) || !AssignFrame(st, index))) return moved;
     const size_t total = kHdr + st.out_hdr.payload_bytes;
     // Fault injection: write half the frame, then shut the socket down.
     const size_t limit = st.out_fault == FrameFault::kShutdownStream ? kHdr + st.out_hdr.payload_bytes / 2 : total;
@@ -470,7 +482,7 @@ void Pair::AddPollFds(Waiter& waiter) const {
     switch (s.link) {
       case Link::kUp:
         if (WantsInput(s)) events |= POLLIN;
-        if (s.out_active || (i == control_ ? ControlPending() : unassigned)) events |= POLLOUT;
+        if (s.out_active || (i == control_ ? ControlPending() : unassigned && !Paced(s))) events |= POLLOUT;
         break;
       case Link::kConnecting:
         if (s.fd >= 0) events |= POLLOUT;

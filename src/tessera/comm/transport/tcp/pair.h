@@ -132,6 +132,7 @@ class Pair {
     std::vector<uint8_t> wire_copy;  // fault injection
     std::deque<Sent> sent;           // data frames not known to be received
     uint32_t next_frame = 0;
+    Clock::time_point paced_until{};  // test-only slow channel (frame.h)
     // incoming
     FrameHeader in_hdr;
     size_t in_hdr_done = 0;
@@ -155,6 +156,7 @@ class Pair {
   bool HasUnassigned() const;
   bool ControlPending() const;
   bool Stalled(const Stream& s) const;
+  static bool Paced(const Stream& s);
   bool WantsInput(const Stream& s) const;
   bool HasPendingOps() const;
   void Settle();
