@@ -223,7 +223,10 @@ Status ZeroOptimizer::Reduce(Bucket& b) {
   const auto t0 = Clock::now();
   Status st = b.grad_work.valid() ? b.grad_work.Wait() : Status::Ok();
   if (st.ok() && b.flag_work.valid()) st = b.flag_work.Wait();
-  comm_wait_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+  comm_wait_s_ += waited;
+  grad_wait_s_ += waited;
+  grad_comm_s_ += b.grad_work.run_seconds() + b.flag_work.run_seconds();
   b.grad_work = comm::Work();
   b.flag_work = comm::Work();
   if (!st.ok()) return st.WithContext(fmt::format("reducing the gradients of '{}'", b.spec.name));
@@ -445,6 +448,8 @@ ZeroMemory ZeroOptimizer::Memory() const {
 }
 
 double ZeroOptimizer::comm_wait_seconds() const { return comm_wait_s_; }
+double ZeroOptimizer::grad_comm_seconds() const { return grad_comm_s_; }
+double ZeroOptimizer::grad_wait_seconds() const { return grad_wait_s_; }
 void ZeroOptimizer::reset_comm_wait_seconds() { comm_wait_s_ = 0; }
 
 }  // namespace tessera::parallel

@@ -160,6 +160,12 @@ class ZeroOptimizer {
   // Seconds spent waiting for reductions and all-gathers (not overlapped).
   double comm_wait_seconds() const;
   void reset_comm_wait_seconds();
+  // Gradient reductions only (cumulative): the time they ran on the
+  // communicator's progress thread, and the part of it the caller waited
+  // for in FinishReductions / Step. 1 − wait / comm is the fraction of the
+  // gradient communication hidden behind the backward pass.
+  double grad_comm_seconds() const;
+  double grad_wait_seconds() const;
 
   struct Bucket;
 
@@ -170,6 +176,7 @@ class ZeroOptimizer {
   ZeroOptions options_;
   std::vector<std::unique_ptr<Bucket>> buckets_;
   double comm_wait_s_ = 0;
+  double grad_comm_s_ = 0, grad_wait_s_ = 0;
   int64_t steps_taken_ = 0;
 };
 

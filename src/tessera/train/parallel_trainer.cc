@@ -184,7 +184,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   hal::CpuDevice().allocator().ResetPeak();
   stage_->model().SetTraining(true);
   const auto start = Clock::now();
-  double timed_s = 0, comm_s = 0, compute_s = 0, bubble_sum = 0, sync_s = 0;
+  double timed_s = 0, comm_s = 0, compute_s = 0, bubble_sum = 0, sync_s = 0, grad_comm_s = 0, grad_wait_s = 0;
   int64_t bubble_steps = 0;
   int64_t timed_tokens = 0, skipped = 0;
   EvalResult last_eval;
@@ -204,6 +204,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   for (int64_t step = first_step_; step <= t.steps; ++step) {
     const auto s0 = Clock::now();
     const double sync0 = zero_->comm_wait_seconds();  // gradient reductions + parameter gathers
+    const double grad_comm0 = zero_->grad_comm_seconds(), grad_wait0 = zero_->grad_wait_seconds();
     parallel::StepResult res;
     TESSERA_RETURN_IF_ERROR(step_->Run(MicroBatches(step, static_cast<float>(loss_scale_)), &res));
     // Loss: cross-entropy from the last stage's tp rank 0; aux from every
@@ -276,6 +277,8 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
       timed_tokens += tokens_per_step;
       const double step_sync = zero_->comm_wait_seconds() - sync0;
       sync_s += step_sync;
+      grad_comm_s += zero_->grad_comm_seconds() - grad_comm0;
+      grad_wait_s += zero_->grad_wait_seconds() - grad_wait0;
       comm_s += res.p2p_wait_s + step_sync;
       compute_s += res.compute_s;
       bubble_sum += res.bubble_fraction;
@@ -348,7 +351,9 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
                               compute_s,
                               static_cast<double>(mesh_->coord().pp),
                               bubble_steps > 0 ? bubble_sum / bubble_steps : 0.0,
-                              timed_s > 0 ? sync_s / timed_s : 0.0};
+                              timed_s > 0 ? sync_s / timed_s : 0.0,
+                              grad_comm_s,
+                              grad_wait_s};
   const size_t k = mine.size();
   std::vector<double> all(k * world);
   TESSERA_RETURN_IF_ERROR(
@@ -382,7 +387,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   s.run_dir = record ? run_dir : "";
   nlohmann::json ranks = nlohmann::json::array();
   std::vector<double> stage_compute(pc.pp, 0.0);
-  double comm_fraction_sum = 0, bubble_fraction_sum = 0, sync_fraction_sum = 0;
+  double comm_fraction_sum = 0, bubble_fraction_sum = 0, sync_fraction_sum = 0, grad_comm_sum = 0, grad_wait_sum = 0;
   for (int r = 0; r < world; ++r) {
     const double* v = &all[r * k];
     s.peak_memory_bytes = std::max<int64_t>(s.peak_memory_bytes, static_cast<int64_t>(v[0]));
@@ -395,7 +400,11 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
                      {"offloaded_optimizer_state_bytes", static_cast<int64_t>(v[4])},
                      {"activations_and_buffers_bytes", std::max<int64_t>(0, static_cast<int64_t>(v[0] - training_state))},
                      {"comm_fraction", v[5]},
-                     {"param_sync_fraction", v[9]}});
+                     {"param_sync_fraction", v[9]},
+                     {"grad_comm_s", v[10]},
+                     {"grad_comm_exposed_s", v[11]}});
+    grad_comm_sum += v[10];
+    grad_wait_sum += v[11];
     comm_fraction_sum += v[5];
     bubble_fraction_sum += v[8];
     sync_fraction_sum += v[9];
@@ -411,6 +420,14 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
                 {"recompute", pc.recompute},
                 {"comm_fraction", comm_fraction_sum / world},
                 {"param_sync_fraction", sync_fraction_sum / world},
+                // Gradient reductions over the timed steps: the time they ran
+                // and the part of it ranks waited for; the rest was hidden
+                // behind the backward pass (null: no gradient communication).
+                {"grad_comm_s", grad_comm_sum / world},
+                {"grad_comm_exposed_s", grad_wait_sum / world},
+                {"grad_comm_hidden_fraction",
+                 grad_comm_sum > 0 ? nlohmann::json(std::clamp(1.0 - grad_wait_sum / grad_comm_sum, 0.0, 1.0))
+                                   : nlohmann::json(nullptr)},
                 {"bubble_fraction", bubble_fraction_sum / world},
                 {"stage_compute_s", stage_compute},
                 {"stage_balance_spread", max_stage > 0 ? (max_stage - min_stage) / max_stage : 0.0},

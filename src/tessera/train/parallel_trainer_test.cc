@@ -142,6 +142,25 @@ TEST(ParallelTrainer, DeviceMemoryLimitOffloadsOptimizerStateOrStops) {
   });
 }
 
+// The gradient communication's time and the part ranks waited for are
+// reported; with dp 1 there is none (null fraction).
+TEST(ParallelTrainer, ReportsHowMuchGradientCommunicationWasHidden) {
+  TrainSummary dp2, dp1;
+  Parallel({"parallel.dp=2"}, {}, &dp2);
+  Parallel({"parallel.tp=2"}, {}, &dp1);
+  const nlohmann::json& p = dp2.parallel;
+  ASSERT_TRUE(p.contains("grad_comm_s") && p.contains("grad_comm_exposed_s")) << p.dump(1);
+  EXPECT_GT(p["grad_comm_s"].get<double>(), 0.0);
+  EXPECT_GE(p["grad_comm_exposed_s"].get<double>(), 0.0);
+  ASSERT_TRUE(p["grad_comm_hidden_fraction"].is_number()) << p.dump(1);
+  const double hidden = p["grad_comm_hidden_fraction"].get<double>();
+  EXPECT_GE(hidden, 0.0);
+  EXPECT_LE(hidden, 1.0);
+  for (const auto& r : p["ranks"]) EXPECT_GT(r["grad_comm_s"].get<double>(), 0.0) << r.dump();
+  EXPECT_EQ(dp1.parallel["grad_comm_s"].get<double>(), 0.0);
+  EXPECT_TRUE(dp1.parallel["grad_comm_hidden_fraction"].is_null()) << dp1.parallel.dump(1);
+}
+
 TEST(ParallelTrainer, MismatchedMeshIsAClearError) {
   TrainConfig config = Load({"parallel.tp=2"});
   comm::testing::RunRanks(1, comm::testing::TestOptions(), [&](int, comm::Communicator& comm) {

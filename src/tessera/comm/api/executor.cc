@@ -82,6 +82,10 @@ void Executor::Loop() {
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
+    {
+      std::lock_guard<std::mutex> wl(w->mu);
+      w->started = std::chrono::steady_clock::now();
+    }
     Status st = runner_(w->args);
     w->Complete(std::move(st));
     lock.lock();

@@ -6,6 +6,7 @@ void WorkState::Complete(Status st) {
   {
     std::lock_guard<std::mutex> lock(mu);
     status = std::move(st);
+    if (started != std::chrono::steady_clock::time_point{}) finished = std::chrono::steady_clock::now();
     done = true;
   }
   cv.notify_all();
@@ -29,6 +30,13 @@ Status Work::Wait(std::chrono::milliseconds timeout) const {
                             CollectiveName(state_->args.kind), state_->args.count, timeout.count());
   }
   return state_->status;
+}
+
+double Work::run_seconds() const {
+  if (!state_) return 0.0;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (!state_->done || state_->started == std::chrono::steady_clock::time_point{}) return 0.0;
+  return std::chrono::duration<double>(state_->finished - state_->started).count();
 }
 
 bool Work::Test() const {

@@ -8,6 +8,10 @@
 //     Status, or returns DeadlineExceeded if `timeout` passes first (the
 //     operation keeps running; Communicator::Abort() stops it).
 //   Test(): true once complete (never blocks).
+//   run_seconds(): once complete, the time the progress thread spent on the
+//     operation (start to completion, not the time queued behind earlier
+//     ones): with the caller's wait time it says how much of the
+//     communication was hidden behind computation.
 // A default-constructed Work is complete with OK. Copies share the state.
 // Thread-safe.
 #pragma once
@@ -32,6 +36,7 @@ struct WorkState {
   std::condition_variable cv;
   bool done = false;
   Status status;
+  std::chrono::steady_clock::time_point started{}, finished{};  // set by the executor
 
   void Complete(Status st);
 };
@@ -46,6 +51,8 @@ class Work {
   Status Wait(std::chrono::milliseconds timeout = kWaitForever) const;
   bool Test() const;
   bool valid() const { return state_ != nullptr; }
+  // 0 until complete (and for Work::Done / default Works).
+  double run_seconds() const;
 
  private:
   std::shared_ptr<WorkState> state_;
