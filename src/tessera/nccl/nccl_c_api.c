@@ -104,8 +104,8 @@ static void Collectives(ncclComm_t comm, int n) {
   NCCL(ncclBroadcast(is, ir, count, ncclInt, 1, comm, NULL));
   CHECK(ir[5] == 1005, "broadcast %d", ir[5]);
   memcpy(ir, is, sizeof(int) * count);
-  NCCL(ncclBcast(ir, count, ncclInt, 2, comm, NULL));
-  CHECK(ir[9] == 2009, "bcast %d", ir[9]);
+  NCCL(ncclBcast(ir, count, ncclInt, 2 % n, comm, NULL));
+  CHECK(ir[9] == (2 % n) * 1000 + 9, "bcast %d", ir[9]);
   /* all-gather */
   NCCL(ncclAllGather(is, ir, count, ncclInt32, comm, NULL));
   for (q = 0; q < n; ++q) CHECK(ir[(size_t)q * count + 3] == q * 1000 + 3, "allgather block %d", q);
