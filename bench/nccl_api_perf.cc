@@ -8,7 +8,8 @@
 // all-reduce latency (mean over lat-iters; the slowest rank's) and the
 // all-reduce bus bandwidth of `bytes` (nccl-tests' 2(n-1)/n factor).
 // Prints one line per rank count with the medians and the C API's overhead
-// (latency difference, bandwidth ratio). NULL stream (blocking) calls.
+// (latency difference, bandwidth ratio: of the medians, and the median of
+// the per-round paired difference / ratio). NULL stream (blocking) calls.
 #include <algorithm>
 #include <array>
 #include <barrier>
@@ -88,7 +89,8 @@ int main(int argc, char** argv) {
   }
   const size_t count = bytes / sizeof(float);
   std::printf("# nccl_api_perf: all-reduce float sum, ranks as threads, %d interleaved rounds, medians\n", reps);
-  std::printf("# ranks  cxx_lat_us  capi_lat_us  delta_us  cxx_busbw_GBps  capi_busbw_GBps  ratio\n");
+  std::printf("# ranks  cxx_lat_us  capi_lat_us  delta_us  cxx_busbw_GBps  capi_busbw_GBps  ratio"
+              "  paired_dlat_us  paired_ratio\n");
   for (int n : ranks) {
     // Communicators.
     ncclUniqueId id;
@@ -140,8 +142,16 @@ int main(int argc, char** argv) {
         (is_capi ? bw_capi : bw_cxx).push_back(static_cast<double>(bytes) / t * factor / 1e9);
       }
     }
+    // Paired per round (both measured back to back): robust to load that
+    // drifts between rounds.
+    std::vector<double> dlat, ratio;
+    for (int rep = 0; rep < reps; ++rep) {
+      dlat.push_back(lat_capi[rep] - lat_cxx[rep]);
+      ratio.push_back(bw_capi[rep] / bw_cxx[rep]);
+    }
     const double lc = Median(lat_cxx), la = Median(lat_capi), bc = Median(bw_cxx), ba = Median(bw_capi);
-    std::printf("%7d  %10.2f  %11.2f  %8.2f  %14.2f  %15.2f  %5.3f\n", n, lc, la, la - lc, bc, ba, ba / bc);
+    std::printf("%7d  %10.2f  %11.2f  %8.2f  %14.2f  %15.2f  %5.3f  %13.2f  %12.3f\n", n, lc, la, la - lc, bc, ba,
+                ba / bc, Median(dlat), Median(ratio));
     std::fflush(stdout);
     for (int r = 0; r < n; ++r) ncclCommDestroy(capi[r]);
   }
