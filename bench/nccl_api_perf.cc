@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
   std::vector<int> ranks = {2, 4};
   int reps = 7, lat_iters = 2000, bw_iters = 4;
   size_t bytes = size_t{64} << 20;
+  bool control = false;  // --control 1: a second C++ communicator in place of the C API (an A/A check)
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--ranks") ranks = ParseList(argv[i + 1]);
@@ -85,10 +86,12 @@ int main(int argc, char** argv) {
     else if (flag == "--lat-iters") lat_iters = std::atoi(argv[i + 1]);
     else if (flag == "--bw-iters") bw_iters = std::atoi(argv[i + 1]);
     else if (flag == "--bytes") bytes = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (flag == "--control") control = std::atoi(argv[i + 1]) != 0;
     else Die("unknown flag " + flag);
   }
   const size_t count = bytes / sizeof(float);
-  std::printf("# nccl_api_perf: all-reduce float sum, ranks as threads, %d interleaved rounds, medians\n", reps);
+  std::printf("# nccl_api_perf: all-reduce float sum, ranks as threads, %d interleaved rounds, medians%s\n", reps,
+              control ? " (CONTROL: the capi columns are a second C++ communicator)" : "");
   std::printf("# ranks  cxx_lat_us  capi_lat_us  delta_us  cxx_busbw_GBps  capi_busbw_GBps  ratio"
               "  paired_dlat_us  paired_ratio\n");
   for (int n : ranks) {
@@ -96,7 +99,7 @@ int main(int argc, char** argv) {
     ncclUniqueId id;
     if (ncclGetUniqueId(&id) != ncclSuccess) Die(ncclGetLastError(nullptr));
     std::vector<ncclComm_t> capi(n);
-    std::vector<std::unique_ptr<Communicator>> cxx(n);
+    std::vector<std::unique_ptr<Communicator>> cxx(n), cxx2(n);
     auto store = MakeInMemoryStore();
     {
       std::vector<std::thread> threads;
@@ -108,6 +111,12 @@ int main(int argc, char** argv) {
           auto c = Communicator::Create(store, r, n, o);
           if (!c.ok()) Die(c.status().ToString());
           cxx[r] = std::move(*c);
+          if (control) {
+            o.name = "cxx2";
+            auto c2 = Communicator::Create(store, r, n, o);
+            if (!c2.ok()) Die(c2.status().ToString());
+            cxx2[r] = std::move(*c2);
+          }
         });
       }
       for (auto& t : threads) t.join();
@@ -118,7 +127,9 @@ int main(int argc, char** argv) {
       if (!cxx[r]->AllReduce(small[r].data(), small[r].data(), 2, DataType::kFloat32, ReduceOp::kSum).ok()) Die("cxx");
     };
     auto capi_small = [&](int r) {
-      if (ncclAllReduce(small[r].data(), small[r].data(), 2, ncclFloat32, ncclSum, capi[r], nullptr) != ncclSuccess) {
+      if (control) {
+        if (!cxx2[r]->AllReduce(small[r].data(), small[r].data(), 2, DataType::kFloat32, ReduceOp::kSum).ok()) Die("cxx2");
+      } else if (ncclAllReduce(small[r].data(), small[r].data(), 2, ncclFloat32, ncclSum, capi[r], nullptr) != ncclSuccess) {
         Die(ncclGetLastError(nullptr));
       }
     };
@@ -126,7 +137,9 @@ int main(int argc, char** argv) {
       if (!cxx[r]->AllReduce(send[r].data(), recv[r].data(), count, DataType::kFloat32, ReduceOp::kSum).ok()) Die("cxx");
     };
     auto capi_big = [&](int r) {
-      if (ncclAllReduce(send[r].data(), recv[r].data(), count, ncclFloat32, ncclSum, capi[r], nullptr) != ncclSuccess) {
+      if (control) {
+        if (!cxx2[r]->AllReduce(send[r].data(), recv[r].data(), count, DataType::kFloat32, ReduceOp::kSum).ok()) Die("cxx2");
+      } else if (ncclAllReduce(send[r].data(), recv[r].data(), count, ncclFloat32, ncclSum, capi[r], nullptr) != ncclSuccess) {
         Die(ncclGetLastError(nullptr));
       }
     };
