@@ -29,9 +29,24 @@ float Target(Codec c) {
 }
 
 float AbsMax(const float* x, size_t n) {
-  float m = 0.0f;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
-  return m;
+  // The largest |x| through the bits: for non-negative floats the integer
+  // order is the float order, and an integer max reduction vectorizes.
+  uint32_t m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &x[i], 4);
+    u &= 0x7fffffffu;
+    m = u > m ? u : m;
+  }
+  float f;
+  std::memcpy(&f, &m, 4);
+  return f;
+}
+
+// int8 code of v (already scaled): round to nearest, within ±127.
+inline int8_t Int8Code(float v) {
+  v = v < -127.0f ? -127.0f : (v > 127.0f ? 127.0f : v);
+  return static_cast<int8_t>(static_cast<int>(std::nearbyint(v)));
 }
 
 const std::array<float, 256>& Fp8Table() {
@@ -100,11 +115,7 @@ void EncodeBlock(Codec codec, const float* x, size_t m, size_t blk, size_t lo, u
   const float inv = a > 0.0f ? target / a : 0.0f;
   if (codec == Codec::kInt8) {
     int8_t* q = reinterpret_cast<int8_t*>(payload + lo);
-    for (size_t i = 0; i < m; ++i) {
-      const float v = x[i] * inv;
-      const int r = static_cast<int>(v + (v >= 0.0f ? 0.5f : -0.5f));
-      q[i] = static_cast<int8_t>(std::clamp(r, -127, 127));
-    }
+    for (size_t i = 0; i < m; ++i) q[i] = Int8Code(x[i] * inv);
   } else if (codec == Codec::kFp8) {
     uint8_t* q = payload + lo;
     for (size_t i = 0; i < m; ++i) q[i] = fp8_e4m3::FromFloat(x[i] * inv, /*saturate=*/true);
@@ -155,6 +166,26 @@ void EncodeWithFeedback(Codec codec, const float* x, float* residual, size_t n, 
   }
   const size_t nb = NumBlocks(n);
   uint8_t* payload = out + nb * sizeof(float);
+  if (codec == Codec::kInt8) {
+    // Fused: v = x + r, scale, codes and the new residual in one pass.
+    for (size_t blk = 0; blk < nb; ++blk) {
+      const size_t lo = blk * kBlock, m = std::min(kBlock, n - lo);
+      const float* xb = x + lo;
+      float* rb = residual + lo;
+      for (size_t i = 0; i < m; ++i) v[i] = xb[i] + rb[i];
+      const float a = AbsMax(v, m);
+      const float scale = a > 0.0f ? a / 127.0f : 0.0f;
+      const float inv = a > 0.0f ? 127.0f / a : 0.0f;
+      std::memcpy(out + blk * sizeof(float), &scale, sizeof(float));
+      int8_t* q = reinterpret_cast<int8_t*>(payload + lo);
+      for (size_t i = 0; i < m; ++i) {
+        const int8_t c = Int8Code(v[i] * inv);
+        q[i] = c;
+        rb[i] = v[i] - static_cast<float>(c) * scale;
+      }
+    }
+    return;
+  }
   const size_t eb = ElementBytes(codec);
   for (size_t blk = 0; blk < nb; ++blk) {
     const size_t lo = blk * kBlock, m = std::min(kBlock, n - lo);

@@ -7,6 +7,10 @@
 
 #include <fmt/format.h>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 namespace tessera::comm::compress {
 
 // A dense call is cut into segments (kSegment elements of every rank's
@@ -18,6 +22,20 @@ float* ErrorFeedback::Residual(const std::string& key, size_t n) {
   std::vector<float>& r = residuals_[key];
   if (r.size() != n) r.assign(n, 0.0f);
   return r.data();
+}
+
+CompressedCollectives::Scratch& CompressedCollectives::ScratchFor(const std::string& key, size_t send_bytes,
+                                                                 size_t recv_bytes) {
+  Scratch& s = scratch_[key];
+  if (s.send_size < send_bytes) {
+    s.send.reset(new uint8_t[send_bytes]);
+    s.send_size = send_bytes;
+  }
+  if (s.recv_size < recv_bytes) {
+    s.recv.reset(new uint8_t[recv_bytes]);
+    s.recv_size = recv_bytes;
+  }
+  return s;
 }
 
 CompressedCollectives::CompressedCollectives(Communicator* comm, CompressionSpec spec) : comm_(comm), spec_(spec) {}
@@ -93,18 +111,25 @@ StatusOr<std::unique_ptr<CompressedCollectives::Pending>> CompressedCollectives:
   // becomes the residual), then start its all-to-all.
   float* res = spec_.error_feedback ? feedback_.Residual(key, n_total) : nullptr;
   const Codec c = spec_.codec;
+  size_t total = 0;
+  for (size_t begin = 0; begin < chunk; begin += kSegment) {
+    total += EncodedBytes(c, std::min(kSegment, chunk - begin)) * P;
+  }
+  Scratch& scratch = ScratchFor(key, total, total);
+  size_t offset = 0;
   for (size_t begin = 0; begin < chunk; begin += kSegment) {
     Pending::Segment& seg = p->segments.emplace_back();
     seg.begin = begin;
     seg.len = std::min(kSegment, chunk - begin);
     seg.slot = EncodedBytes(c, seg.len);
-    seg.send.resize(seg.slot * P);
-    seg.recv.resize(seg.slot * P);
+    seg.send = scratch.send.get() + offset;
+    seg.recv = scratch.recv.get() + offset;
+    offset += seg.slot * P;
     for (int q = 0; q < P; ++q) {
       const size_t lo = std::min(n_total, q * chunk + begin), m = std::min(n_total, lo + seg.len) - lo;
-      EncodeWithFeedback(c, x + lo, res ? res + lo : nullptr, m, seg.send.data() + q * seg.slot);
+      EncodeWithFeedback(c, x + lo, res ? res + lo : nullptr, m, seg.send + q * seg.slot);
     }
-    seg.work = comm_->AllToAllAsync(seg.send.data(), seg.recv.data(), seg.slot, DataType::kUint8);
+    seg.work = comm_->AllToAllAsync(seg.send, seg.recv, seg.slot, DataType::kUint8);
     bytes_.sent += static_cast<uint64_t>(P - 1) * seg.slot;
   }
   bytes_.calls += 1;
@@ -118,7 +143,7 @@ Status CompressedCollectives::FinishDense(Pending& p) {
   if (p.n_total == 0 || P == 1) return Status::Ok();
   const int r = comm_->rank();
   const Codec c = spec_.codec;
-  std::vector<float> sum_storage(p.all_reduce ? kSegment : 0);
+  if (p.all_reduce && sum_.size() < kSegment) sum_.resize(kSegment);
   // Phase 2's residual (all-reduce): this rank's chunk of the sums.
   float* res = p.all_reduce && spec_.error_feedback ? feedback_.Residual(p.key + "#sum", p.chunk) : nullptr;
   for (Pending::Segment& seg : p.segments) {
@@ -126,13 +151,13 @@ Status CompressedCollectives::FinishDense(Pending& p) {
     seg.work = Work();
     if (!st.ok()) return st;
     const size_t lo = std::min(p.n_total, r * p.chunk + seg.begin), m = std::min(p.n_total, lo + seg.len) - lo;
-    float* sum = p.all_reduce ? sum_storage.data() : p.recv + seg.begin;
+    float* sum = p.all_reduce ? sum_.data() : p.recv + seg.begin;
     std::fill(sum, sum + seg.len, 0.0f);
-    for (int q = 0; q < P; ++q) Decode(c, seg.recv.data() + q * seg.slot, m, sum, /*accumulate=*/true);
+    for (int q = 0; q < P; ++q) Decode(c, seg.recv + q * seg.slot, m, sum, /*accumulate=*/true);
     if (!p.all_reduce) continue;
     // The encoded sum goes to every rank (the send buffer's first slot is free now).
-    EncodeWithFeedback(c, sum, res ? res + seg.begin : nullptr, m, seg.send.data());
-    seg.work = comm_->AllGatherAsync(seg.send.data(), seg.recv.data(), seg.slot, DataType::kUint8);
+    EncodeWithFeedback(c, sum, res ? res + seg.begin : nullptr, m, seg.send);
+    seg.work = comm_->AllGatherAsync(seg.send, seg.recv, seg.slot, DataType::kUint8);
     bytes_.sent += static_cast<uint64_t>(P - 1) * seg.slot;
   }
   if (!p.all_reduce) return Status::Ok();
@@ -142,7 +167,7 @@ Status CompressedCollectives::FinishDense(Pending& p) {
     if (!st.ok()) return st.WithContext("gathering the sums");
     for (int q = 0; q < P; ++q) {
       const size_t lo = std::min(p.n_total, q * p.chunk + seg.begin), m = std::min(p.n_total, lo + seg.len) - lo;
-      Decode(c, seg.recv.data() + q * seg.slot, m, p.data + lo, /*accumulate=*/false);
+      Decode(c, seg.recv + q * seg.slot, m, p.data + lo, /*accumulate=*/false);
     }
   }
   return Status::Ok();
@@ -151,12 +176,47 @@ Status CompressedCollectives::FinishDense(Pending& p) {
 // ---- top-k --------------------------------------------------------------
 
 namespace {
+
 struct Pair {
   uint32_t index;
   float value;
 };
 static_assert(sizeof(Pair) == 8);
+
 }  // namespace
+
+// With a residual: residual += x, and every element with |residual| >= thr
+// is a candidate; without: the elements of x. One pass, AVX2 when built for it.
+void CompressedCollectives::CollectCandidates(const float* x, float* res, size_t n, float thr,
+                                              std::vector<Candidate>& out) {
+  size_t i = 0;
+#if defined(__AVX2__)
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 t = _mm256_set1_ps(thr);
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    if (res != nullptr) {
+      v = _mm256_add_ps(v, _mm256_loadu_ps(res + i));
+      _mm256_storeu_ps(res + i, v);
+    }
+    const __m256 a = _mm256_and_ps(v, abs_mask);
+    unsigned mask = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(a, t, _CMP_GE_OQ)));
+    if (mask == 0) continue;
+    alignas(32) float mags[8];
+    _mm256_store_ps(mags, a);
+    while (mask != 0) {
+      const int b = __builtin_ctz(mask);
+      mask &= mask - 1;
+      out.push_back(Candidate{mags[b], static_cast<uint32_t>(i + b)});
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    float v = x[i];
+    if (res != nullptr) v = res[i] += x[i];
+    if (std::fabs(v) >= thr) out.push_back(Candidate{std::fabs(v), static_cast<uint32_t>(i)});
+  }
+}
 
 StatusOr<std::unique_ptr<CompressedCollectives::Pending>> CompressedCollectives::StartTopK(
     const std::string& key, float* x, size_t n_total, bool all_reduce, float* recv, size_t shard) {
@@ -186,44 +246,38 @@ StatusOr<std::unique_ptr<CompressedCollectives::Pending>> CompressedCollectives:
   // collects the candidates, and an exact selection among them; a full
   // selection when the sample misjudged.
   const size_t samples = std::min<size_t>(n_total, 65536);
-  std::vector<float> sample(samples);
+  std::vector<float>& sample = sample_;
+  sample.resize(samples);
   for (size_t j = 0; j < samples; ++j) {
     const size_t i = j * n_total / samples;
     sample[j] = std::fabs(x[i] + (res != nullptr ? res[i] : 0.0f));
   }
   const size_t rank_in_sample = std::min(samples - 1, static_cast<size_t>(1.3 * k * samples / n_total) + 16);
-  std::nth_element(sample.begin(), sample.begin() + rank_in_sample, sample.end(), std::greater<float>());
+  std::nth_element(sample.begin(), sample.begin() + rank_in_sample, sample.begin() + samples, std::greater<float>());
   const float thr = samples == n_total && rank_in_sample == samples - 1 ? 0.0f : sample[rank_in_sample];
-  std::vector<uint32_t> cand;
+  std::vector<Candidate>& cand = candidates_;
+  cand.clear();
   cand.reserve(2 * k + 64);
-  if (res != nullptr) {
-    for (size_t i = 0; i < n_total; ++i) {
-      res[i] += x[i];
-      if (std::fabs(res[i]) >= thr) cand.push_back(static_cast<uint32_t>(i));
-    }
-  } else {
-    for (size_t i = 0; i < n_total; ++i) {
-      if (std::fabs(x[i]) >= thr) cand.push_back(static_cast<uint32_t>(i));
-    }
-  }
+  CollectCandidates(x, res, n_total, thr, cand);
   if (cand.size() < k) {
     cand.resize(n_total);
-    for (size_t i = 0; i < n_total; ++i) cand[i] = static_cast<uint32_t>(i);
+    for (size_t i = 0; i < n_total; ++i) cand[i] = Candidate{std::fabs(v[i]), static_cast<uint32_t>(i)};
   }
-  auto larger = [v](uint32_t a, uint32_t b) {
-    const float fa = std::fabs(v[a]), fb = std::fabs(v[b]);
-    return fa > fb || (fa == fb && a < b);
+  auto larger = [](const Candidate& a, const Candidate& b) {
+    return a.magnitude > b.magnitude || (a.magnitude == b.magnitude && a.index < b.index);
   };
   if (cand.size() > k) std::nth_element(cand.begin(), cand.begin() + (k - 1), cand.end(), larger);
   p->slot = k * sizeof(Pair);
-  p->send.resize(p->slot);
-  p->recv_buf.resize(p->slot * P);
-  Pair* out = reinterpret_cast<Pair*>(p->send.data());
+  Scratch& scratch = ScratchFor(key, p->slot, p->slot * P);
+  p->send = scratch.send.get();
+  p->recv_buf = scratch.recv.get();
+  Pair* out = reinterpret_cast<Pair*>(p->send);
   for (size_t j = 0; j < k; ++j) {
-    out[j] = Pair{cand[j], v[cand[j]]};
-    if (res != nullptr) res[cand[j]] = 0.0f;
+    const uint32_t i = cand[j].index;
+    out[j] = Pair{i, v[i]};
+    if (res != nullptr) res[i] = 0.0f;
   }
-  p->work = comm_->AllGatherAsync(p->send.data(), p->recv_buf.data(), p->slot, DataType::kUint8);
+  p->work = comm_->AllGatherAsync(p->send, p->recv_buf, p->slot, DataType::kUint8);
   bytes_.calls += 1;
   bytes_.sent += static_cast<uint64_t>(P - 1) * p->slot;
   bytes_.fp32_equivalent += all_reduce ? 2 * static_cast<uint64_t>(P - 1) * ((n_total + P - 1) / P) * sizeof(float)
@@ -238,7 +292,7 @@ Status CompressedCollectives::FinishTopK(Pending& p) {
   if (p.all_reduce) {
     std::fill(p.data, p.data + p.n_total, 0.0f);
     for (int q = 0; q < P; ++q) {
-      const Pair* in = reinterpret_cast<const Pair*>(p.recv_buf.data() + q * p.slot);
+      const Pair* in = reinterpret_cast<const Pair*>(p.recv_buf + q * p.slot);
       for (size_t j = 0; j < k; ++j) p.data[in[j].index] += in[j].value;
     }
     return Status::Ok();
@@ -246,7 +300,7 @@ Status CompressedCollectives::FinishTopK(Pending& p) {
   const size_t lo = static_cast<size_t>(comm_->rank()) * p.chunk, hi = lo + p.chunk;
   std::fill(p.recv, p.recv + p.chunk, 0.0f);
   for (int q = 0; q < P; ++q) {
-    const Pair* in = reinterpret_cast<const Pair*>(p.recv_buf.data() + q * p.slot);
+    const Pair* in = reinterpret_cast<const Pair*>(p.recv_buf + q * p.slot);
     for (size_t j = 0; j < k; ++j) {
       if (in[j].index >= lo && in[j].index < hi) p.recv[in[j].index - lo] += in[j].value;
     }

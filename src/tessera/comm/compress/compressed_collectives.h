@@ -21,8 +21,9 @@
 // (spec.error_feedback = false) the residuals are dropped: each call is
 // within the bound of codec.h (summed over the ranks, plus the re-encoding
 // of the sum), but systematic errors accumulate over calls.
-// Residuals are keyed by `key` (a bucket name); a key called with another
-// size starts from zero. Every rank must make the same calls in the same
+// Residuals and exchange buffers (reused, so large calls do not pay page
+// faults each time) are keyed by `key` (a bucket name): one outstanding
+// call per key. A key called with another size starts from a zero residual. Every rank must make the same calls in the same
 // order (collective semantics of Communicator); the blocking waits carry
 // the communicator's per-operation timeout.
 // Thread-safety: one thread per object.
@@ -98,8 +99,23 @@ class CompressedCollectives {
   Status FinishDense(Pending& p);
   Status FinishTopK(Pending& p);
 
+  struct Scratch {
+    std::unique_ptr<uint8_t[]> send, recv;
+    size_t send_size = 0, recv_size = 0;
+  };
+  // The key's exchange buffers, grown as needed (contents undefined).
+  Scratch& ScratchFor(const std::string& key, size_t send_bytes, size_t recv_bytes);
+
   Communicator* comm_;
   CompressionSpec spec_;
+  std::map<std::string, Scratch> scratch_;
+  std::vector<float> sum_, sample_;
+  struct Candidate {
+    float magnitude;
+    uint32_t index;
+  };
+  static void CollectCandidates(const float* x, float* res, size_t n, float thr, std::vector<Candidate>& out);
+  std::vector<Candidate> candidates_;
   ErrorFeedback feedback_;
   CommBytes bytes_;
 };
@@ -114,12 +130,14 @@ struct CompressedCollectives::Pending {
   size_t n_total = 0;     // elements of `data`
   size_t chunk = 0;       // elements per rank's chunk (dense) / shard (top-k reduce-scatter)
   size_t slot = 0;        // top-k: bytes per rank
-  std::vector<uint8_t> send, recv_buf;  // top-k
+  uint8_t* send = nullptr;      // top-k (the key's scratch)
+  uint8_t* recv_buf = nullptr;
   Work work;                            // top-k
   struct Segment {
     size_t begin = 0, len = 0;  // within each rank's chunk
     size_t slot = 0;            // encoded bytes of len elements
-    std::vector<uint8_t> send, recv;
+    uint8_t* send = nullptr;  // into the key's scratch
+    uint8_t* recv = nullptr;
     Work work;
   };
   std::vector<Segment> segments;  // dense
