@@ -9,6 +9,7 @@
 #include <random>
 
 #include "tessera/comm/api/comm_test_util.h"
+#include "tessera/parallel/parallel_config.h"
 #include "tessera/parallel/zero.h"
 
 namespace tessera::parallel {
@@ -102,6 +103,32 @@ TEST(ZeroCompression, TopKAndFp8Learn) {
     const TrainRun r = Train(c, 1);
     EXPECT_LT(r.loss.back(), 0.2 * r.loss.front()) << c;
   }
+}
+
+}  // namespace
+}  // namespace tessera::parallel
+
+namespace tessera::parallel {
+namespace {
+
+TEST(ZeroCompression, ConfigValidation) {
+  models::GptConfig m;
+  ParallelConfig c;
+  c.dp = 2;
+  ASSERT_TRUE(ValidateParallelConfig(c, m, 8, 2).ok()) << ValidateParallelConfig(c, m, 8, 2).ToString();
+  for (const char* ok : {"none", "bf16", "fp16", "int8", "fp8", "topk:0.01"}) {
+    c.grad_compression = ok;
+    EXPECT_TRUE(ValidateParallelConfig(c, m, 8, 2).ok()) << ok;
+  }
+  c.grad_compression = "int4";
+  Status st = ValidateParallelConfig(c, m, 8, 2);
+  EXPECT_NE(st.ToString().find("parallel.grad_compression"), std::string::npos) << st.ToString();
+  c.grad_compression = "int8";
+  c.precision = "fp16";
+  st = ValidateParallelConfig(c, m, 8, 2);
+  EXPECT_NE(st.ToString().find("train.precision = 'fp16'"), std::string::npos) << st.ToString();
+  c.grad_compression = "none";
+  EXPECT_TRUE(ValidateParallelConfig(c, m, 8, 2).ok());
 }
 
 }  // namespace
