@@ -7,12 +7,14 @@
 # (eval loss, exact match) and the relative difference to the uncompressed
 # run, plus the gradient bytes sent. Goal (issue 14): int8 within 2 % of
 # the uncompressed held-out metric.
-#   bench/grad_compression_convergence.sh [STEPS=2000]   (BIN=build/bin/tessera; CODECS="int8 topk:0.01")
+#   bench/grad_compression_convergence.sh [STEPS=2000]   (BIN=build/bin/tessera; CODECS="int8 topk:0.01";
+#     EXTRA="--set train.seed=2" adds overrides to every run; OUT=folder for the runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${1:-2000}
 BIN=${BIN:-build/bin/tessera}
 CODECS=${CODECS:-"int8 topk:0.01"}
+EXTRA=${EXTRA:-}
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 echo "runs in $OUT"
@@ -21,7 +23,7 @@ for c in none $CODECS; do
   "$BIN" launch --nproc 2 -- "$BIN" train configs/train/default.toml \
     --set parallel.dp=2 --set parallel.tp=1 --set parallel.pp=1 --set parallel.ep=1 \
     --set train.steps="$STEPS" --set parallel.grad_compression="\"$c\"" \
-    --set name="\"$name\"" --set train.out_dir="\"$OUT\"" > "$OUT/$name.log" 2>&1 \
+    --set name="\"$name\"" --set train.out_dir="\"$OUT\"" $EXTRA > "$OUT/$name.log" 2>&1 \
     || { tail -20 "$OUT/$name.log"; exit 1; }
   grep -h "done:\|gradient reductions" "$OUT/$name.log" | sed 's/^/  /'
 done
