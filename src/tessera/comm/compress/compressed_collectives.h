@@ -13,6 +13,8 @@
 //   residual to the sum, encodes it (error again kept), and an all-gather of
 //   the encoded sums gives every rank the same decoded result.
 //   reduce-scatter = phase (1) only: rank r gets the sum of its chunk.
+//   Chunks are cut into segments of 65536 elements whose exchanges are
+//   pipelined with the encoding and decoding of the neighbouring segments.
 // Top-k (topk:F): each rank adds its residual, keeps its k = ceil(F·n)
 //   largest |values| as (uint32 index, fp32 value) pairs, the rest stays in
 //   the residual; an all-gather of the pairs, summed densely in rank order.
@@ -130,9 +132,9 @@ struct CompressedCollectives::Pending {
   size_t n_total = 0;     // elements of `data`
   size_t chunk = 0;       // elements per rank's chunk (dense) / shard (top-k reduce-scatter)
   size_t slot = 0;        // top-k: bytes per rank
-  uint8_t* send = nullptr;      // top-k (the key's scratch)
+  uint8_t* send = nullptr;  // top-k (the key's scratch)
   uint8_t* recv_buf = nullptr;
-  Work work;                            // top-k
+  Work work;  // top-k
   struct Segment {
     size_t begin = 0, len = 0;  // within each rank's chunk
     size_t slot = 0;            // encoded bytes of len elements
