@@ -5,6 +5,8 @@
 // final "# Avg bus bandwidth" line. Ranks come from the environment (run it
 // under `tessera launch --nproc N`, mpirun or srun) or, with --threads N,
 // are N threads of this process. Exits non-zero when a result is wrong.
+// --compress int8|fp8|bf16|fp16|topk:F (allreduce, reducescatter) times the
+// compressed collective instead (comm/compress/compressed_perf.h).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -16,6 +18,7 @@
 #include "commands.h"
 #include "tessera/comm/api/ccl_perf.h"
 #include "tessera/comm/api/communicator.h"
+#include "tessera/comm/compress/compressed_perf.h"
 
 namespace tessera::cli {
 namespace {
@@ -39,9 +42,15 @@ struct CclPerfArgs {
   std::string algo;
   std::string transport = "auto";
   int timeout_ms = 0;
+  std::string compress = "none";
 };
 
-Status RunRank(comm::Communicator& c, const comm::PerfOptions& o) {
+Status RunRank(comm::Communicator& c, const comm::PerfOptions& o, const comm::compress::CompressionSpec& spec) {
+  if (spec.enabled()) {
+    auto rows = comm::compress::RunCompressedPerf(c, o, spec, c.rank() == 0 ? stdout : nullptr);
+    if (!rows.ok()) return rows.status();
+    return c.Barrier();
+  }
   StatusOr<comm::PerfResult> r = comm::RunPerf(c, o, c.rank() == 0 ? stdout : nullptr);
   if (!r.ok()) return r.status();
   Status st = c.Barrier();  // rank 0 hosts the store: leave together
@@ -66,6 +75,14 @@ Status Run(const CclPerfArgs& a) {
   o.blocking = a.blocking != 0;
   o.average = a.average;
   o.shared_buffers = a.registered != 0;
+  TESSERA_ASSIGN_OR_RETURN(comm::compress::CompressionSpec spec, comm::compress::ParseCompressionSpec(a.compress));
+  if (spec.enabled()) {
+    // Validate before any communicator exists (one message, not one per rank).
+    if (o.op != comm::PerfOp::kAllReduce && o.op != comm::PerfOp::kReduceScatter) {
+      return InvalidArgument("--compress works with allreduce and reducescatter, not {}", a.op);
+    }
+    if (o.dtype != comm::DataType::kFloat32) return InvalidArgument("--compress needs -d float");
+  }
   comm::CommOptions co;
   co.algo = a.algo;
   TESSERA_ASSIGN_OR_RETURN(co.transport, comm::transport::ParseTransportKind(a.transport));
@@ -73,7 +90,7 @@ Status Run(const CclPerfArgs& a) {
 
   if (a.threads <= 0) {
     TESSERA_ASSIGN_OR_RETURN(auto c, comm::Communicator::FromEnvironment(co));
-    return RunRank(*c, o);
+    return RunRank(*c, o, spec);
   }
   auto store = comm::MakeInMemoryStore();
   std::vector<Status> results(a.threads);
@@ -81,7 +98,7 @@ Status Run(const CclPerfArgs& a) {
   for (int r = 0; r < a.threads; ++r) {
     ranks.emplace_back([&, r] {
       StatusOr<std::unique_ptr<comm::Communicator>> c = comm::Communicator::Create(store, r, a.threads, co);
-      results[r] = c.ok() ? RunRank(**c, o) : c.status();
+      results[r] = c.ok() ? RunRank(**c, o, spec) : c.status();
     });
   }
   for (auto& t : ranks) t.join();
@@ -119,6 +136,9 @@ void RegisterCclPerfCommand(CLI::App& app) {
   sub->add_option("--algo", args->algo, "force algorithms (like TESSERA_ALGO)");
   sub->add_option("--transport", args->transport, "auto, shm, tcp");
   sub->add_option("--timeout-ms", args->timeout_ms, "per-operation timeout");
+  sub->add_option("--compress", args->compress,
+                  "time the compressed collective (allreduce, reducescatter): int8, fp8, bf16, fp16, topk:F "
+                  "(docs/comm.md, Compressed collectives)");
   sub->callback([args] { ExitWith(Run(*args)); });
 }
 TESSERA_CLI_COMMAND(50, RegisterCclPerfCommand);

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "tessera/comm/compress/codec.h"
+
 namespace tessera::parallel {
 
 Status ValidateParallelConfig(const ParallelConfig& c, const models::GptConfig& m, int64_t global_batch,
@@ -21,6 +23,17 @@ Status ValidateParallelConfig(const ParallelConfig& c, const models::GptConfig& 
     return InvalidArgument(
         "parallel.zero = 3 needs parallel.pp = 1 (as in DeepSpeed: parameters gathered per layer do not mix with "
         "pipeline stages holding their layers; use ZeRO-1/2 with pipelines)");
+  }
+  {
+    auto spec = comm::compress::ParseCompressionSpec(c.grad_compression);
+    if (!spec.ok()) return InvalidArgument("parallel.grad_compression: {}", spec.status().message());
+    if (spec->enabled() && c.precision == "fp16") {
+      return InvalidArgument(
+          "parallel.grad_compression = '{}' does not work with train.precision = 'fp16': dynamic loss scaling finds "
+          "overflows through inf/NaN in the reduced gradients, which blockwise quantization and the error-feedback "
+          "residuals do not carry; use bf16 or fp32 compute",
+          c.grad_compression);
+    }
   }
   if (c.schedule != "gpipe" && c.schedule != "1f1b" && c.schedule != "interleaved") {
     return InvalidArgument("parallel.schedule = '{}' must be 'gpipe', '1f1b' or 'interleaved'", c.schedule);

@@ -20,6 +20,9 @@ struct ParallelConfig {
   int pp = 1;
   int ep = 1;
   int zero = 0;                     // ZeRO stage 0–3
+  // Gradient compression of the data-parallel reductions (comm/compress):
+  // none | bf16 | fp16 | int8 | fp8 | topk:F, with error feedback.
+  std::string grad_compression = "none";
   bool sequence_parallel = false;   // with tp > 1
   std::string schedule = "1f1b";    // gpipe | 1f1b | interleaved
   int virtual_stages = 1;           // model chunks per pipeline stage (interleaved)

@@ -12,6 +12,7 @@
 
 #include "tessera/base/check.h"
 #include "tessera/base/checksum.h"
+#include "tessera/comm/compress/compressed_collectives.h"
 #include "tessera/hal/device.h"
 #include "tessera/optim/clip.h"
 
@@ -51,6 +52,9 @@ struct ZeroOptimizer::Bucket {
   Tensor grad_shard;   // stages 2–3
   Tensor flags;        // [params]: 1 where a gradient exists (summed over the group)
   comm::Work grad_work, flag_work;
+  std::unique_ptr<comm::compress::CompressedCollectives> compressed;  // grad_compression on, size > 1
+  std::unique_ptr<comm::compress::CompressedCollectives::Pending> pending;
+  uint64_t exact_bytes = 0;  // sent by uncompressed gradient reductions
   bool reducing = false;
   bool reduced = false;
 
@@ -80,6 +84,7 @@ ZeroOptimizer::~ZeroOptimizer() {
   // Outstanding reductions write into our buffers: let them finish.
   for (auto& b : buckets_) {
     if (b->grad_work.valid()) (void)b->grad_work.Wait();
+    if (b->pending) b->compressed->Cancel(*b->pending);
     if (b->flag_work.valid()) (void)b->flag_work.Wait();
   }
 }
@@ -145,6 +150,9 @@ StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(std::vector<ZeroB
     b->exp_avg.ZeroFill();
     b->exp_avg_sq.ZeroFill();
     b->steps.assign(spec.params.size(), 0);
+    if (options.grad_compression.enabled() && b->size > 1) {
+      b->compressed = std::make_unique<comm::compress::CompressedCollectives>(spec.group, options.grad_compression);
+    }
     b->spec = std::move(spec);
     z->buckets_.push_back(std::move(b));
   }
@@ -206,9 +214,17 @@ Status ZeroOptimizer::ReduceGradients(int index) {
   b.reducing = true;
   b.reduced = false;
   if (b.size == 1) return Status::Ok();
-  if (options_.stage <= 1) {
+  if (b.compressed) {
+    auto pending = options_.stage <= 1 ? b.compressed->StartAllReduce(b.spec.name, g, b.padded)
+                                       : b.compressed->StartReduceScatter(b.spec.name, g, b.grad_shard.data<float>(),
+                                                                          b.shard);
+    if (!pending.ok()) return pending.status().WithContext(fmt::format("reducing the gradients of '{}'", b.spec.name));
+    b.pending = std::move(pending).value();
+  } else if (options_.stage <= 1) {
+    b.exact_bytes += 2 * static_cast<uint64_t>(b.size - 1) * b.shard * sizeof(float);
     b.grad_work = b.spec.group->AllReduceAsync(g, g, b.padded, comm::DataType::kFloat32, comm::ReduceOp::kSum);
   } else {
+    b.exact_bytes += static_cast<uint64_t>(b.size - 1) * b.shard * sizeof(float);
     b.grad_work = b.spec.group->ReduceScatterAsync(g, b.grad_shard.data<float>(), b.shard, comm::DataType::kFloat32,
                                                    comm::ReduceOp::kSum);
   }
@@ -222,11 +238,17 @@ Status ZeroOptimizer::Reduce(Bucket& b) {
   if (!b.reducing) return Status::Ok();  // no gradients this step
   const auto t0 = Clock::now();
   Status st = b.grad_work.valid() ? b.grad_work.Wait() : Status::Ok();
+  double compressed_run = 0;
+  if (st.ok() && b.pending) {
+    st = b.compressed->Finish(*b.pending);
+    compressed_run = b.pending->run_seconds;  // the exchanges (decoding in Finish counts as waiting)
+  }
+  b.pending.reset();
   if (st.ok() && b.flag_work.valid()) st = b.flag_work.Wait();
   const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
   comm_wait_s_ += waited;
   grad_wait_s_ += waited;
-  grad_comm_s_ += b.grad_work.run_seconds() + b.flag_work.run_seconds();
+  grad_comm_s_ += b.grad_work.run_seconds() + b.flag_work.run_seconds() + compressed_run;
   b.grad_work = comm::Work();
   b.flag_work = comm::Work();
   if (!st.ok()) return st.WithContext(fmt::format("reducing the gradients of '{}'", b.spec.name));
@@ -445,6 +467,19 @@ ZeroMemory ZeroOptimizer::Memory() const {
     (options_.offload_optimizer ? m.offloaded_optimizer_state : m.optimizer_state) += state;
   }
   return m;
+}
+
+ZeroCommBytes ZeroOptimizer::GradCommBytes() const {
+  ZeroCommBytes out;
+  for (const auto& b : buckets_) {
+    out.sent += b->exact_bytes;
+    out.fp32_equivalent += b->exact_bytes;
+    if (b->compressed) {
+      out.sent += b->compressed->bytes().sent;
+      out.fp32_equivalent += b->compressed->bytes().fp32_equivalent;
+    }
+  }
+  return out;
 }
 
 double ZeroOptimizer::comm_wait_seconds() const { return comm_wait_s_; }

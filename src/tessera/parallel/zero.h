@@ -36,6 +36,12 @@
 //                       them again. Tensors recorded on a tape keep their
 //                       identity, so a released bucket can be gathered
 //                       again for its backward.
+// Gradient compression (options.grad_compression, comm/compress): the
+// bucket's all-reduce (stages 0–1) or reduce-scatter (stages 2–3) runs
+// compressed, with error feedback per bucket (the residual is carried to
+// the next step); the flag all-reduce stays exact. Every replica still gets
+// the same reduced gradient. GradCommBytes() counts the gradient bytes this
+// rank sent, and what fp32 would have sent.
 // Gradients are dropped from the parameters once copied (stages 2–3 keep
 // only the own shard). Optimizer state can live in the host memory tier
 // (offload, as ZeRO-Offload); on the CPU device the tiers are separate pools.
@@ -53,6 +59,7 @@
 #include "tessera/base/status.h"
 #include "tessera/comm/api/communicator.h"
 #include "tessera/comm/api/work.h"
+#include "tessera/comm/compress/codec.h"
 #include "tessera/optim/adamw.h"
 #include "tessera/tensor/tensor.h"
 
@@ -85,6 +92,13 @@ struct ZeroOptions {
   int stage = 0;  // 0–3
   optim::AdamWOptions adam;
   bool offload_optimizer = false;  // optimizer state in the host tier
+  comm::compress::CompressionSpec grad_compression;  // none: exact fp32 reductions
+};
+
+// Gradient-reduction bytes this rank sent (summed over buckets and steps).
+struct ZeroCommBytes {
+  uint64_t sent = 0;             // on the wire (compressed when compression is on)
+  uint64_t fp32_equivalent = 0;  // what exact fp32 reductions send (ring/bandwidth-optimal)
 };
 
 // Bytes this rank holds, by category (from the buffers' sizes).
@@ -157,6 +171,7 @@ class ZeroOptimizer {
   void set_steps_taken(int64_t steps) { steps_taken_ = steps; }
 
   ZeroMemory Memory() const;
+  ZeroCommBytes GradCommBytes() const;
   // Seconds spent waiting for reductions and all-gathers (not overlapped).
   double comm_wait_seconds() const;
   void reset_comm_wait_seconds();

@@ -146,6 +146,7 @@ class ParallelTrainer {
   std::unique_ptr<parallel::DeviceMesh> mesh_;
   std::unique_ptr<parallel::GptStage> stage_;
   std::unique_ptr<parallel::ZeroOptimizer> zero_;
+  parallel::ZeroCommBytes grad_bytes_carried_;  // of optimizers replaced by a stage rebalance
   std::unique_ptr<parallel::TrainStep> step_;
   std::vector<double> losses_;
   std::vector<double> layer_costs_;  // measured, when the model is pipelined

@@ -45,6 +45,14 @@ Status ParallelTrainer::BuildStage(const std::vector<int>& first_layer) {
   zo.adam.beta2 = config_.train.beta2;
   zo.adam.eps = config_.train.eps;
   zo.offload_optimizer = offload;
+  TESSERA_ASSIGN_OR_RETURN(zo.grad_compression, comm::compress::ParseCompressionSpec(pc.grad_compression));
+  if (zero_) {
+    // A rebalance replaces the optimizer: keep its byte counts (error
+    // feedback residuals restart from zero, one step's compression error).
+    const parallel::ZeroCommBytes b = zero_->GradCommBytes();
+    grad_bytes_carried_.sent += b.sent;
+    grad_bytes_carried_.fp32_equivalent += b.fp32_equivalent;
+  }
   auto zero = parallel::ZeroOptimizer::Create(stage_->TakeBucketSpecs(config_.train.weight_decay), zo);
   if (!zero.ok()) return zero.status().WithContext("building the optimizer");
   zero_ = std::move(zero).value();
