@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "tessera/comm/compress/codec.h"
+#include "tessera/parallel/grad_compression_policy.h"
 
 namespace tessera::parallel {
 
@@ -25,9 +25,9 @@ Status ValidateParallelConfig(const ParallelConfig& c, const models::GptConfig& 
         "pipeline stages holding their layers; use ZeRO-1/2 with pipelines)");
   }
   {
-    auto spec = comm::compress::ParseCompressionSpec(c.grad_compression);
-    if (!spec.ok()) return InvalidArgument("parallel.grad_compression: {}", spec.status().message());
-    if (spec->enabled() && c.precision == "fp16") {
+    auto policy = ParseGradCompressionPolicy(c.grad_compression);
+    if (!policy.ok()) return InvalidArgument("parallel.grad_compression: {}", policy.status().message());
+    if (policy->any_enabled() && c.precision == "fp16") {
       return InvalidArgument(
           "parallel.grad_compression = '{}' does not work with train.precision = 'fp16': dynamic loss scaling finds "
           "overflows through inf/NaN in the reduced gradients, which blockwise quantization and the error-feedback "

@@ -150,8 +150,9 @@ StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(std::vector<ZeroB
     b->exp_avg.ZeroFill();
     b->exp_avg_sq.ZeroFill();
     b->steps.assign(spec.params.size(), 0);
-    if (options.grad_compression.enabled() && b->size > 1) {
-      b->compressed = std::make_unique<comm::compress::CompressedCollectives>(spec.group, options.grad_compression);
+    const comm::compress::CompressionSpec& codec = options.grad_compression.For(spec.name);
+    if (codec.enabled() && b->size > 1) {
+      b->compressed = std::make_unique<comm::compress::CompressedCollectives>(spec.group, codec);
     }
     b->spec = std::move(spec);
     z->buckets_.push_back(std::move(b));

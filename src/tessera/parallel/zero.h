@@ -36,9 +36,9 @@
 //                       them again. Tensors recorded on a tape keep their
 //                       identity, so a released bucket can be gathered
 //                       again for its backward.
-// Gradient compression (options.grad_compression, comm/compress): the
-// bucket's all-reduce (stages 0–1) or reduce-scatter (stages 2–3) runs
-// compressed, with error feedback per bucket (the residual is carried to
+// Gradient compression (options.grad_compression: a codec per bucket name,
+// grad_compression_policy.h; comm/compress): the bucket's all-reduce
+// (stages 0–1) or reduce-scatter (stages 2–3) runs compressed, with error feedback per bucket (the residual is carried to
 // the next step); the flag all-reduce stays exact. Every replica still gets
 // the same reduced gradient. GradCommBytes() counts the gradient bytes this
 // rank sent, and what fp32 would have sent.
@@ -61,6 +61,7 @@
 #include "tessera/comm/api/work.h"
 #include "tessera/comm/compress/codec.h"
 #include "tessera/optim/adamw.h"
+#include "tessera/parallel/grad_compression_policy.h"
 #include "tessera/tensor/tensor.h"
 
 namespace tessera::parallel {
@@ -92,7 +93,7 @@ struct ZeroOptions {
   int stage = 0;  // 0–3
   optim::AdamWOptions adam;
   bool offload_optimizer = false;  // optimizer state in the host tier
-  comm::compress::CompressionSpec grad_compression;  // none: exact fp32 reductions
+  GradCompressionPolicy grad_compression;  // per bucket (by name); none: exact fp32 reductions
 };
 
 // Gradient-reduction bytes this rank sent (summed over buckets and steps).

@@ -39,7 +39,7 @@ TrainRun Train(const std::string& compression, int stage) {
     ZeroOptions options;
     options.stage = stage;
     options.adam.beta2 = 0.99;
-    options.grad_compression = comm::compress::ParseCompressionSpec(compression).value();
+    options.grad_compression = ParseGradCompressionPolicy(compression).value();
     auto zero = ZeroOptimizer::Create({bucket}, options);
     ASSERT_TRUE(zero.ok()) << zero.status().ToString();
     std::mt19937 rng(17 + rank);
@@ -98,6 +98,38 @@ TEST(ZeroCompression, Int8FollowsUncompressed) {
   }
 }
 
+// Per-bucket rules (glob=codec, first match wins) pick each bucket's codec.
+TEST(ZeroCompression, PerBucketRules) {
+  const TrainRun exact = Train("none", 0);
+  const TrainRun kept = Train("int8, w=none", 0);  // the only bucket, "w", stays exact
+  EXPECT_EQ(kept.loss, exact.loss);
+  EXPECT_EQ(kept.bytes.sent, exact.bytes.sent);
+  const TrainRun ruled = Train("none, x*=bf16, w*=int8", 0);  // default none, "w" matches the second rule
+  const double ratio = double(ruled.bytes.sent) / ruled.bytes.fp32_equivalent;
+  EXPECT_GT(ratio, 0.25);
+  EXPECT_LT(ratio, 0.27);
+
+  auto p = ParseGradCompressionPolicy("int8, embed=none, blocks.*.experts=topk:0.05, blocks.1*=bf16");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->For("embed").codec, comm::compress::Codec::kNone);
+  EXPECT_EQ(p->For("blocks.3.experts").codec, comm::compress::Codec::kTopK);
+  EXPECT_EQ(p->For("blocks.12").codec, comm::compress::Codec::kBf16);
+  EXPECT_EQ(p->For("blocks.3").codec, comm::compress::Codec::kInt8);
+  EXPECT_EQ(p->For("head").codec, comm::compress::Codec::kInt8);
+  EXPECT_TRUE(p->any_enabled());
+  auto only_rules = ParseGradCompressionPolicy("head=fp8");
+  ASSERT_TRUE(only_rules.ok());
+  EXPECT_EQ(only_rules->For("embed").codec, comm::compress::Codec::kNone);
+  EXPECT_EQ(only_rules->For("head").codec, comm::compress::Codec::kFp8);
+  EXPECT_TRUE(only_rules->any_enabled());
+  EXPECT_FALSE(ParseGradCompressionPolicy("none, head=none")->any_enabled());
+  for (const char* bad : {"int8, embed", "int8, =none", "int8, embed=int4", "int3"}) {
+    auto b = ParseGradCompressionPolicy(bad);
+    EXPECT_FALSE(b.ok()) << bad;
+  }
+  EXPECT_NE(ParseGradCompressionPolicy("int8, embed=int4").status().ToString().find("'embed'"), std::string::npos);
+}
+
 TEST(ZeroCompression, TopKAndFp8Learn) {
   for (const char* c : {"fp8", "bf16", "topk:0.1"}) {
     const TrainRun r = Train(c, 1);
@@ -127,6 +159,13 @@ TEST(ZeroCompression, ConfigValidation) {
   c.precision = "fp16";
   st = ValidateParallelConfig(c, m, 8, 2);
   EXPECT_NE(st.ToString().find("train.precision = 'fp16'"), std::string::npos) << st.ToString();
+  c.grad_compression = "none, head=int8";  // a rule alone enables compression
+  st = ValidateParallelConfig(c, m, 8, 2);
+  EXPECT_NE(st.ToString().find("train.precision = 'fp16'"), std::string::npos) << st.ToString();
+  c.grad_compression = "int8, head=int4";
+  c.precision = "fp32";
+  st = ValidateParallelConfig(c, m, 8, 2);
+  EXPECT_NE(st.ToString().find("parallel.grad_compression"), std::string::npos) << st.ToString();
   c.grad_compression = "none";
   EXPECT_TRUE(ValidateParallelConfig(c, m, 8, 2).ok());
 }

@@ -45,7 +45,7 @@ Status ParallelTrainer::BuildStage(const std::vector<int>& first_layer) {
   zo.adam.beta2 = config_.train.beta2;
   zo.adam.eps = config_.train.eps;
   zo.offload_optimizer = offload;
-  TESSERA_ASSIGN_OR_RETURN(zo.grad_compression, comm::compress::ParseCompressionSpec(pc.grad_compression));
+  TESSERA_ASSIGN_OR_RETURN(zo.grad_compression, parallel::ParseGradCompressionPolicy(pc.grad_compression));
   if (zero_) {
     // A rebalance replaces the optimizer: keep its byte counts (error
     // feedback residuals restart from zero, one step's compression error).

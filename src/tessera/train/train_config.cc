@@ -82,7 +82,8 @@ void BindAll(ConfigSchema& s, TrainConfig& c, EnumText& e, int64_t& model_seed) 
   s.Bind("parallel.zero", &p.zero, "ZeRO stage: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters");
   s.Bind("parallel.grad_compression", &p.grad_compression,
          "compress the data-parallel gradient reductions, with error feedback: none | bf16 | fp16 | int8 | fp8 | "
-         "topk:F (docs/comm.md, Compressed collectives)");
+         "topk:F, optionally per bucket: \"int8, embed=none, blocks.*.experts=bf16\" (glob=codec, first match "
+         "wins; docs/comm.md, Compressed collectives)");
   s.Bind("parallel.sequence_parallel", &p.sequence_parallel, "shard norm/dropout regions along the sequence (tp > 1)");
   s.Bind("parallel.schedule", &p.schedule, "pipeline schedule: gpipe | 1f1b | interleaved");
   s.Bind("parallel.virtual_stages", &p.virtual_stages, "model chunks per pipeline stage (interleaved)");
