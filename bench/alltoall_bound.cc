@@ -19,34 +19,23 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm_bench_util.h"
 #include "tessera/comm/api/communicator.h"
 
 using namespace tessera;
 using namespace tessera::comm;
-using Clock = std::chrono::steady_clock;
+
+using bench::Check;
+using bench::Median;
 
 namespace {
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-void Check(const Status& st, const char* what) {
-  if (!st.ok()) {
-    std::fprintf(stderr, "alltoall_bound: %s: %s\n", what, st.ToString().c_str());
-    std::exit(1);
-  }
-}
-
+// Seconds per call of fn (iters calls) on the slowest rank.
 template <typename F>
 double Timed(Communicator& c, int iters, F&& fn) {
-  Check(c.Barrier(), "barrier");
-  const auto t0 = Clock::now();
-  for (int i = 0; i < iters; ++i) fn();
-  double s = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
-  Check(c.AllReduce(&s, &s, 1, DataType::kFloat64, ReduceOp::kMax), "max");
-  return s;
+  return bench::TimedOnSlowestRank(c, [&] {
+           for (int i = 0; i < iters; ++i) fn();
+         }) / iters;
 }
 
 }  // namespace

@@ -19,40 +19,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm_bench_util.h"
 #include "tessera/comm/api/communicator.h"
 #include "tessera/comm/moe/buffer.h"
 #include "tessera/comm/moe/low_latency.h"
 
 using namespace tessera;
 using namespace tessera::comm;
-using Clock = std::chrono::steady_clock;
 
-namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-void Check(const Status& st, const char* what) {
-  if (!st.ok()) {
-    std::fprintf(stderr, "moe_perf: %s: %s\n", what, st.ToString().c_str());
-    std::exit(1);
-  }
-}
-
-// Seconds of fn on the slowest rank.
-template <typename F>
-double Timed(Communicator& c, F&& fn) {
-  Check(c.Barrier(), "barrier");
-  const auto t0 = Clock::now();
-  fn();
-  double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  Check(c.AllReduce(&s, &s, 1, DataType::kFloat64, ReduceOp::kMax), "max");
-  return s;
-}
-
-}  // namespace
+using bench::Check;
+using bench::Median;
+constexpr auto Timed = [](Communicator& c, auto&& fn) { return bench::TimedOnSlowestRank(c, fn); };
 
 int main(int argc, char** argv) {
   int64_t tokens = 1024, hidden = 1024;

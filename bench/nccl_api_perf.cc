@@ -23,19 +23,16 @@
 #include <thread>
 #include <vector>
 
+#include "comm_bench_util.h"
 #include "tessera/comm/api/communicator.h"
 #include "tessera/nccl.h"
 
 using namespace tessera;
 using namespace tessera::comm;
 using Clock = std::chrono::steady_clock;
+using bench::Median;
 
 namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 [[noreturn]] void Die(const std::string& what) {
   std::fprintf(stderr, "nccl_api_perf: %s\n", what.c_str());
