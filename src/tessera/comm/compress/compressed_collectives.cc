@@ -92,22 +92,35 @@ void CompressedCollectives::Cancel(Pending& p) {
 
 // ---- dense codecs -------------------------------------------------------
 
-StatusOr<std::unique_ptr<CompressedCollectives::Pending>> CompressedCollectives::StartDense(
-    const std::string& key, float* x, size_t chunk, size_t n_total, bool all_reduce, float* recv) {
-  if (spec_.codec == Codec::kNone) return InvalidArgument("compressed collective with codec 'none'");
-  const int P = comm_->size();
-  auto p = std::make_unique<Pending>();
+namespace {
+
+// A call's state. Nothing to exchange with no elements or one rank: *done
+// (a one-rank reduce-scatter copies its shard).
+std::unique_ptr<CompressedCollectives::Pending> NewPending(const std::string& key, bool topk, bool all_reduce,
+                                                           float* x, float* recv, size_t n_total, size_t chunk,
+                                                           int ranks, bool* done) {
+  auto p = std::make_unique<CompressedCollectives::Pending>();
   p->key = key;
+  p->topk = topk;
   p->all_reduce = all_reduce;
   p->data = x;
   p->recv = recv;
   p->n_total = n_total;
   p->chunk = chunk;
-  if (n_total == 0) return p;
-  if (P == 1) {
-    if (!all_reduce) std::memcpy(recv, x, chunk * sizeof(float));
-    return p;
-  }
+  *done = n_total == 0 || ranks == 1;
+  if (n_total > 0 && ranks == 1 && !all_reduce) std::memcpy(recv, x, chunk * sizeof(float));
+  return p;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CompressedCollectives::Pending>> CompressedCollectives::StartDense(
+    const std::string& key, float* x, size_t chunk, size_t n_total, bool all_reduce, float* recv) {
+  if (spec_.codec == Codec::kNone) return InvalidArgument("compressed collective with codec 'none'");
+  const int P = comm_->size();
+  bool done = false;
+  auto p = NewPending(key, /*topk=*/false, all_reduce, x, recv, n_total, chunk, P, &done);
+  if (done) return p;
   // Per segment: encode x + residual of each rank's part (the encoding error
   // becomes the residual), then start its all-to-all.
   float* res = spec_.error_feedback ? feedback_.Residual(key, n_total) : nullptr;
@@ -227,19 +240,9 @@ StatusOr<std::unique_ptr<CompressedCollectives::Pending>> CompressedCollectives:
   if (n_total > std::numeric_limits<uint32_t>::max()) {
     return InvalidArgument("top-k compressed collective of '{}': {} elements exceed 2^32 indices", key, n_total);
   }
-  auto p = std::make_unique<Pending>();
-  p->key = key;
-  p->topk = true;
-  p->all_reduce = all_reduce;
-  p->data = x;
-  p->recv = recv;
-  p->n_total = n_total;
-  p->chunk = shard;
-  if (n_total == 0) return p;
-  if (P == 1) {
-    if (!all_reduce) std::memcpy(recv, x, shard * sizeof(float));
-    return p;
-  }
+  bool done = false;
+  auto p = NewPending(key, /*topk=*/true, all_reduce, x, recv, n_total, shard, P, &done);
+  if (done) return p;
   const size_t k = std::clamp<size_t>(static_cast<size_t>(std::ceil(spec_.topk_fraction * n_total)), 1, n_total);
   // v = x + residual (kept in the residual's storage; in x without feedback).
   float* res = spec_.error_feedback ? feedback_.Residual(key, n_total) : nullptr;
