@@ -16,23 +16,15 @@ BIN=$(realpath "${BIN:-build/bin/tessera}")
 SIZE=${SIZE:-64M}
 ARMS=${ARMS:-"fp32 int8 topk:0.01"}
 if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for ip netns / tc" >&2; exit 0; fi
-TAG=cq$$
-NSA=${TAG}a NSB=${TAG}b VA=v${TAG}a VB=v${TAG}b
+. bench/netns_link.sh
 ADDR_A=10.214.0.1 ADDR_B=10.214.0.2
 OUT=$(mktemp -d)
-cleanup() { ip netns del "$NSA" 2>/dev/null || true; ip netns del "$NSB" 2>/dev/null || true; rm -rf "$OUT"; }
+cleanup() { netns_link_down; rm -rf "$OUT"; }
 trap cleanup EXIT
-ip netns add "$NSA"
-ip netns add "$NSB"
-ip link add "$VA" netns "$NSA" type veth peer name "$VB" netns "$NSB"
-ip -n "$NSA" addr add $ADDR_A/24 dev "$VA"
-ip -n "$NSB" addr add $ADDR_B/24 dev "$VB"
-for ns in "$NSA:$VA" "$NSB:$VB"; do
-  n=${ns%%:*} d=${ns##*:}
-  ip -n "$n" link set "$d" up
-  ip -n "$n" link set lo up
-  ip netns exec "$n" tc qdisc add dev "$d" root tbf rate 1gbit burst 64kb latency 50ms
-done
+# The figures in docs/perf.md were taken with this burst / latency.
+BURST=${BURST_CQ:-64kb} LATENCY=${LATENCY_CQ:-50ms} netns_link_up cq$$ "$ADDR_A" "$ADDR_B"
+NSA=$NS_A NSB=$NS_B
+echo "# link: $LINK_SHAPE"
 export TESSERA_JOB_TOKEN=compressed-allreduce-bench-$$-0123456789
 
 run() {  # arm repeat port

@@ -15,31 +15,16 @@ cd "$(dirname "$0")/.."
 ITERS=${1:-5}
 REPEATS=${2:-3}
 STEPS=${3:-40}
-RATE=${RATE:-1gbit}
-DELAY=${DELAY:-0.5ms}
 BIN=${BIN:-build/bin}
 if [ "$(id -u)" -ne 0 ]; then echo "overlap.sh: needs root (ip netns, tc)" >&2; exit 1; fi
-NA=tsov-a.$$ NB=tsov-b.$$ VA=tsova$$ VB=tsovb$$ AA=10.215.0.1 AB=10.215.0.2
+. bench/netns_link.sh
+AA=10.215.0.1 AB=10.215.0.2
 TMP=$(mktemp -d)
-cleanup() { ip netns del "$NA" 2>/dev/null || true; ip netns del "$NB" 2>/dev/null || true; rm -rf "$TMP"; }
+cleanup() { netns_link_down; rm -rf "$TMP"; }
 trap cleanup EXIT
-ip netns add "$NA"
-ip netns add "$NB"
-ip link add "$VA" netns "$NA" type veth peer name "$VB" netns "$NB"
-ip -n "$NA" addr add "$AA/24" dev "$VA"
-ip -n "$NB" addr add "$AB/24" dev "$VB"
-for ns_dev in "$NA:$VA" "$NB:$VB"; do
-  ns=${ns_dev%%:*} dev=${ns_dev##*:}
-  ip -n "$ns" link set "$dev" up
-  ip -n "$ns" link set lo up
-  if ip netns exec "$ns" tc qdisc add dev "$dev" root handle 1: netem delay "$DELAY" 2>/dev/null; then
-    ip netns exec "$ns" tc qdisc add dev "$dev" parent 1: handle 2: tbf rate "$RATE" burst 256kb latency 100ms
-    SHAPE="tbf $RATE + netem delay $DELAY each way"
-  else
-    ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$RATE" burst 256kb latency 100ms
-    SHAPE="tbf $RATE (no netem in this kernel: no added delay)"
-  fi
-done
+netns_link_up tsov$$ "$AA" "$AB"
+NA=$NS_A NB=$NS_B
+SHAPE=$LINK_SHAPE
 echo "# link: $SHAPE"
 
 TOKEN=overlap-bench-token-$$-0123456789abcdef
