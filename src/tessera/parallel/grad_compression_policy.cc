@@ -15,9 +15,13 @@ std::string_view Trim(std::string_view s) {
 
 }  // namespace
 
+bool GradCompressionPolicy::RuleMatches(size_t rule, const std::string& name) const {
+  return fnmatch(rules.at(rule).first.c_str(), name.c_str(), 0) == 0;
+}
+
 const comm::compress::CompressionSpec& GradCompressionPolicy::For(const std::string& name) const {
-  for (const auto& [pattern, spec] : rules) {
-    if (fnmatch(pattern.c_str(), name.c_str(), 0) == 0) return spec;
+  for (size_t r = 0; r < rules.size(); ++r) {
+    if (RuleMatches(r, name)) return rules[r].second;
   }
   return default_spec;
 }

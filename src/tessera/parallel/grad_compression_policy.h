@@ -26,6 +26,8 @@ struct GradCompressionPolicy {
   comm::compress::CompressionSpec default_spec;
   std::vector<std::pair<std::string, comm::compress::CompressionSpec>> rules;  // (glob, spec)
 
+  // Whether rules[rule]'s glob matches bucket `name`.
+  bool RuleMatches(size_t rule, const std::string& name) const;
   // The spec of bucket `name`: the first matching rule's, else the default.
   const comm::compress::CompressionSpec& For(const std::string& name) const;
   // True if any bucket may be compressed.

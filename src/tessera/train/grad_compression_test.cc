@@ -41,6 +41,29 @@ TEST(GradCompression, ZeroStage2TopKTrains) {
   EXPECT_TRUE(std::isfinite(r.losses.back()));
 }
 
+// Per-bucket rules reach the trainer's buckets; a rule that names no bucket
+// on any rank is a clear error (a typo would otherwise be silent).
+TEST(GradCompression, PerBucketRulesAndUnmatchedRule) {
+  TrainSummary s;
+  const RunResult r =
+      Parallel({"parallel.dp=2", "parallel.grad_compression=\"none, blocks.*=int8\""}, {}, &s);
+  ASSERT_FALSE(r.losses.empty());
+  TrainSummary all;
+  Parallel({"parallel.dp=2", "parallel.grad_compression=int8"}, {}, &all);
+  const double ratio = s.parallel["grad_bytes_ratio"].get<double>();
+  const double all_int8 = all.parallel["grad_bytes_ratio"].get<double>();
+  EXPECT_GT(ratio, all_int8 + 0.003) << "embed and head (no rule: the default, none) must stay exact";
+  EXPECT_LT(ratio, 0.5) << "the blocks (rule blocks.*=int8) must be compressed";
+
+  TrainConfig config = Load({"parallel.dp=2", "parallel.grad_compression=\"int8, embd=none\""});
+  comm::testing::RunRanks(2, comm::testing::TestOptions(), [&](int, comm::Communicator& comm) {
+    auto t = ParallelTrainer::Create(config, comm, {});
+    ASSERT_FALSE(t.ok());
+    EXPECT_NE(t.status().ToString().find("'embd' matches no gradient bucket"), std::string::npos)
+        << t.status().ToString();
+  });
+}
+
 TEST(GradCompression, Fp16PrecisionIsRefused) {
   auto c = TrainConfig::Load(ConfigPath(), {"parallel.grad_compression=int8", "train.precision=fp16"});
   const Status st = c.ok() ? parallel::ValidateParallelConfig(c->parallel, c->model, c->train.global_batch,

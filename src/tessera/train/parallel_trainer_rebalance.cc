@@ -56,6 +56,28 @@ Status ParallelTrainer::BuildStage(const std::vector<int>& first_layer) {
   auto zero = parallel::ZeroOptimizer::Create(stage_->TakeBucketSpecs(config_.train.weight_decay), zo);
   if (!zero.ok()) return zero.status().WithContext("building the optimizer");
   zero_ = std::move(zero).value();
+  if (!zo.grad_compression.rules.empty()) {
+    // A per-bucket rule that names no bucket on any rank is a typo, not a
+    // choice: say so instead of silently compressing with the default.
+    std::vector<int64_t> matched(zo.grad_compression.rules.size(), 0);
+    std::string names;
+    for (int b = 0; b < zero_->num_buckets(); ++b) {
+      names += (names.empty() ? "" : ", ") + zero_->bucket_name(b);
+      for (size_t r = 0; r < matched.size(); ++r) {
+        if (zo.grad_compression.RuleMatches(r, zero_->bucket_name(b))) matched[r] = 1;
+      }
+    }
+    TESSERA_RETURN_IF_ERROR(world_.AllReduce(matched.data(), matched.data(), matched.size(), comm::DataType::kInt64,
+                                             comm::ReduceOp::kMax));
+    for (size_t r = 0; r < matched.size(); ++r) {
+      if (!matched[r]) {
+        return InvalidArgument(
+            "parallel.grad_compression: the rule for buckets '{}' matches no gradient bucket on any rank (this "
+            "rank's: {})",
+            zo.grad_compression.rules[r].first, names);
+      }
+    }
+  }
   step_ = std::make_unique<parallel::TrainStep>(*stage_, *zero_, *mesh_, pc);
   return Status::Ok();
 }
