@@ -21,12 +21,25 @@ Tensor Module::RegisterParameter(std::string name, Tensor value, ParamInit init)
   TESSERA_CHECK(value.defined(), "parameter '{}' is undefined", name);
   TESSERA_CHECK(IsFloating(value.dtype()), "parameter '{}' must be floating, got {}", name,
                 DTypeName(value.dtype()));
-  TESSERA_CHECK(name.find('.') == std::string::npos && !name.empty(), "bad parameter name '{}'", name);
-  for (const Param& p : params_) TESSERA_CHECK(p.name != name, "parameter '{}' registered twice", name);
+  CheckNewName(name, "parameter");
   value.set_requires_grad(true);
   value.set_name(name);
   params_.push_back({std::move(name), value, init});
   return value;
+}
+
+Tensor Module::RegisterBuffer(std::string name, Tensor value, ParamInit init) {
+  TESSERA_CHECK(value.defined(), "buffer '{}' is undefined", name);
+  CheckNewName(name, "buffer");
+  value.set_name(name);
+  buffers_.push_back({std::move(name), value, init});
+  return value;
+}
+
+void Module::CheckNewName(const std::string& name, const char* what) const {
+  TESSERA_CHECK(name.find('.') == std::string::npos && !name.empty(), "bad {} name '{}'", what, name);
+  for (const Param& p : params_) TESSERA_CHECK(p.name != name, "{} '{}': a parameter has that name", what, name);
+  for (const Param& p : buffers_) TESSERA_CHECK(p.name != name, "{} '{}': a buffer has that name", what, name);
 }
 
 void Module::RegisterModule(std::string name, Module* child) {
@@ -40,6 +53,18 @@ void Module::Walk(const std::string& prefix,
                   const std::function<void(const std::string&, const Param&)>& fn) const {
   for (const Param& p : params_) fn(prefix + p.name, p);
   for (const auto& [name, child] : children_) child->Walk(prefix + name + ".", fn);
+}
+
+void Module::WalkBuffers(const std::string& prefix,
+                         const std::function<void(const std::string&, const Param&)>& fn) const {
+  for (const Param& p : buffers_) fn(prefix + p.name, p);
+  for (const auto& [name, child] : children_) child->WalkBuffers(prefix + name + ".", fn);
+}
+
+std::vector<NamedTensor> Module::NamedBuffers() const {
+  std::vector<NamedTensor> out;
+  WalkBuffers("", [&](const std::string& name, const Param& p) { out.emplace_back(name, p.value); });
+  return out;
 }
 
 std::vector<NamedTensor> Module::NamedParameters() const {
@@ -128,7 +153,7 @@ void Module::SetTraining(bool training) {
 }
 
 void Module::InitParameters(uint64_t seed) {
-  Walk("", [seed](const std::string& name, const Param& p) {
+  auto fill = [seed](const std::string& name, const Param& p) {
     Tensor t = p.value;
     t.set_name(name);
     uint64_t stream = DeriveSeed(seed, NameHash(name));
@@ -139,7 +164,9 @@ void Module::InitParameters(uint64_t seed) {
       case ParamInit::Kind::kNormal: FillNormal(t, stream, p.init.a, p.init.b); break;
       case ParamInit::Kind::kUniform: FillUniform(t, stream, p.init.a, p.init.b); break;
     }
-  });
+  };
+  Walk("", fill);
+  WalkBuffers("", fill);
 }
 
 }  // namespace tessera::graph

@@ -12,6 +12,11 @@
 // thread builds which module, or on how many threads fill a tensor. It also
 // sets each parameter's Tensor::name() to its dotted name.
 //
+// Buffers (RegisterBuffer) are non-trainable state such as batch norm's
+// running statistics: named like parameters, filled by InitParameters, never
+// given requires_grad, listed by NamedBuffers() and not by the parameter
+// functions or StateDict (which hold what an optimizer updates).
+//
 // Modules are not copyable or movable (children are registered by address).
 // Thread-safety: none; build and mutate a module from one thread. Forward
 // passes through distinct threads are fine if parameters are not mutated.
@@ -58,6 +63,8 @@ class Module {
   int64_t NumParameters() const;  // total elements
   // name -> parameter (aliases the live tensors).
   std::map<std::string, Tensor> StateDict() const;
+  // Buffers of this module and all descendants, dotted names, in order.
+  std::vector<NamedTensor> NamedBuffers() const;
   // Copies values into the parameters. Every parameter must be present with
   // the same shape and dtype, and no other key may be present; otherwise
   // nothing is copied and the error lists the offending keys (missing,
@@ -75,6 +82,8 @@ class Module {
  protected:
   // Registers a parameter (sets requires_grad) and returns the handle.
   Tensor RegisterParameter(std::string name, Tensor value, ParamInit init = ParamInit::Keep());
+  // Registers a buffer (not trainable; see the header comment).
+  Tensor RegisterBuffer(std::string name, Tensor value, ParamInit init = ParamInit::Keep());
   // Registers a child; `child` must outlive this module's use (normally a
   // member or a unique_ptr owned by this module).
   void RegisterModule(std::string name, Module* child);
@@ -86,8 +95,12 @@ class Module {
     ParamInit init;
   };
   void Walk(const std::string& prefix, const std::function<void(const std::string&, const Param&)>& fn) const;
+  void WalkBuffers(const std::string& prefix,
+                   const std::function<void(const std::string&, const Param&)>& fn) const;
+  void CheckNewName(const std::string& name, const char* what) const;
 
   std::vector<Param> params_;
+  std::vector<Param> buffers_;
   std::vector<std::pair<std::string, Module*>> children_;
   bool training_ = true;
 };

@@ -143,6 +143,31 @@ TEST(ModuleTest, ZeroGradAndTrainingMode) {
   EXPECT_FALSE(stack.layers[1].norm.training());
 }
 
+class WithBuffers : public Module {
+ public:
+  WithBuffers() {
+    weight = RegisterParameter("weight", Tensor::Empty({3}), ParamInit::Ones());
+    stats = RegisterBuffer("stats", Tensor::Empty({3}), ParamInit::Normal(1.0f));
+    RegisterModule("child", &child);
+  }
+  nn::LayerNorm child{2};
+  Tensor weight, stats;
+};
+
+TEST(ModuleTest, BuffersAreNamedInitializedAndNotTrained) {
+  WithBuffers m;
+  m.InitParameters(7);
+  ASSERT_EQ(m.NamedBuffers().size(), 1u);
+  EXPECT_EQ(m.NamedBuffers()[0].first, "stats");
+  EXPECT_FALSE(m.stats.requires_grad());
+  EXPECT_NE(m.stats.ToFloatVector(), std::vector<float>(3, 0.0f));  // filled by its rule
+  WithBuffers again;
+  again.InitParameters(7);
+  EXPECT_EQ(again.stats.ToFloatVector(), m.stats.ToFloatVector());  // by seed and name only
+  EXPECT_EQ(m.StateDict().count("stats"), 0u);                     // parameters only
+  for (const auto& [name, p] : m.NamedParameters()) EXPECT_NE(name, "stats");
+}
+
 TEST(LayersTest, LinearComputesXWTransposedPlusBias) {
   nn::Linear lin(2, 3, true, 1.0f);
   lin.InitParameters(5);
