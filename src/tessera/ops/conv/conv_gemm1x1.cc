@@ -1,0 +1,94 @@
+// 1x1 convolution with stride 1 and no padding as plain GEMMs on the
+// activations (no im2col), per group:
+//   NCHW, per image: y[Kg, HW] = w[Kg, Cg] . x[Cg, HW];
+//     grad_x[Cg, HW] = w^T . grad_y; grad_w += grad_y[Kg, HW] . x^T (images in order).
+//   NHWC: y[NHW, Kg] = x[NHW, Cg] . w^T; grad_x = grad_y . w;
+//     grad_w = grad_y^T . x (one GEMM over all rows).
+#include <omp.h>
+
+#include <algorithm>
+
+#include "tessera/ops/conv/conv_internal.h"
+#include "tessera/ops/elementwise/kernel_util.h"
+#include "tessera/ops/matmul/gemm.h"
+
+namespace tessera::ops::conv {
+namespace {
+
+// One image per thread when there are at least two per thread (single-
+// threaded GEMMs), else images in turn with multi-threaded GEMMs.
+template <typename F>
+void ForImages(int64_t n, F&& f) {
+  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  kern::ParallelFor(n, threads > 1 && n >= 2 * threads ? 1 : 0, 0, f);
+}
+
+}  // namespace
+
+void Gemm1x1Forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y) {
+  const int64_t hw = g.H * g.W, m = g.N * hw;
+  if (g.nchw()) {
+    ForImages(g.N, [&](int64_t n) {
+      for (int64_t grp = 0; grp < g.G; ++grp) {
+        float* yg = y + (n * g.K + grp * g.Kg) * hw;
+        GemmF32(false, false, g.Kg, hw, g.Cg, 1.0f, w + grp * g.Kg * g.Cg, g.Cg, x + (n * g.C + grp * g.Cg) * hw, hw,
+                0.0f, yg, hw);
+        if (bias) {
+          for (int64_t k = 0; k < g.Kg; ++k) {
+            const float bk = bias[grp * g.Kg + k];
+            for (int64_t j = 0; j < hw; ++j) yg[k * hw + j] += bk;
+          }
+        }
+      }
+    });
+    return;
+  }
+  for (int64_t grp = 0; grp < g.G; ++grp) {
+    GemmF32(false, true, m, g.Kg, g.Cg, 1.0f, x + grp * g.Cg, g.C, w + grp * g.Kg * g.Cg, g.Cg, 0.0f, y + grp * g.Kg,
+            g.K);
+  }
+  if (bias) {
+    kern::ParallelFor((m + 63) / 64, g.y_numel(), kern::kParallelMemoryBound, [&](int64_t b) {
+      for (int64_t i = b * 64; i < std::min(m, b * 64 + 64); ++i) {
+        float* row = y + i * g.K;
+        for (int64_t k = 0; k < g.K; ++k) row[k] += bias[k];
+      }
+    });
+  }
+}
+
+void Gemm1x1BackwardX(const ConvGeom& g, const float* gy, const float* w, float* gx) {
+  const int64_t hw = g.H * g.W, m = g.N * hw;
+  if (g.nchw()) {
+    ForImages(g.N, [&](int64_t n) {
+      for (int64_t grp = 0; grp < g.G; ++grp) {
+        GemmF32(true, false, g.Cg, hw, g.Kg, 1.0f, w + grp * g.Kg * g.Cg, g.Cg, gy + (n * g.K + grp * g.Kg) * hw, hw,
+                0.0f, gx + (n * g.C + grp * g.Cg) * hw, hw);
+      }
+    });
+    return;
+  }
+  for (int64_t grp = 0; grp < g.G; ++grp) {
+    GemmF32(false, false, m, g.Cg, g.Kg, 1.0f, gy + grp * g.Kg, g.K, w + grp * g.Kg * g.Cg, g.Cg, 0.0f,
+            gx + grp * g.Cg, g.C);
+  }
+}
+
+void Gemm1x1BackwardW(const ConvGeom& g, const float* gy, const float* x, float* gw) {
+  const int64_t hw = g.H * g.W, m = g.N * hw;
+  if (g.nchw()) {
+    for (int64_t n = 0; n < g.N; ++n) {
+      for (int64_t grp = 0; grp < g.G; ++grp) {
+        GemmF32(false, true, g.Kg, g.Cg, hw, 1.0f, gy + (n * g.K + grp * g.Kg) * hw, hw,
+                x + (n * g.C + grp * g.Cg) * hw, hw, n == 0 ? 0.0f : 1.0f, gw + grp * g.Kg * g.Cg, g.Cg);
+      }
+    }
+    return;
+  }
+  for (int64_t grp = 0; grp < g.G; ++grp) {
+    GemmF32(true, false, g.Kg, g.Cg, m, 1.0f, gy + grp * g.Kg, g.K, x + grp * g.Cg, g.C, 0.0f,
+            gw + grp * g.Kg * g.Cg, g.Cg);
+  }
+}
+
+}  // namespace tessera::ops::conv

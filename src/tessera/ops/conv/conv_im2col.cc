@@ -1,0 +1,275 @@
+// im2col + GEMM convolution, forward and backward, both layouts.
+//   NCHW, per image n and group: y[Kg, PQ] = w[Kg, Cg*R*S] . cols[Cg*R*S, PQ]
+//     (forward in column blocks of PQ); grad_x: dcols = w^T . grad_y, then a
+//     per-channel col2im scatter; grad_w += grad_y[Kg, PQ] . cols^T, images
+//     (and PQ chunks) in order.
+//   NHWC, rows m = (n, p, q): y[M, Kg] = cols[M, R*S*Cg] . w2^T with w2 the
+//     weights repacked to [K, R, S, Cg] (forward in row blocks); grad_x:
+//     dcols[PQ, R*S*Cg] = grad_y . w2 per image, then a gather col2im per
+//     input row; grad_w2 += grad_y^T . cols over row chunks in order.
+// Independent blocks run one per thread (single-threaded GEMMs) when there
+// are at least two per thread, else one after another with multi-threaded
+// GEMMs. Block sizes depend on the shape only, never on the thread count.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "tessera/ops/conv/conv_internal.h"
+#include "tessera/ops/elementwise/kernel_util.h"
+#include "tessera/ops/matmul/gemm.h"
+
+namespace tessera::ops::conv {
+namespace {
+
+// Outputs o in [*lo, *hi) read inputs 0 <= o*stride - pad + off < in.
+void ValidRange(int64_t out, int64_t in, int64_t stride, int64_t pad, int64_t off, int64_t* lo, int64_t* hi) {
+  const int64_t a = pad - off, b = in - 1 + pad - off;
+  const int64_t l = a <= 0 ? 0 : (a + stride - 1) / stride;
+  const int64_t h = b < 0 ? 0 : b / stride + 1;
+  *lo = std::min(l, out);
+  *hi = std::max(*lo, std::min(h, out));
+}
+
+// Runs f(t) for t in [0, tasks): one task per thread when there are enough
+// tasks to keep every thread busy, else serially (so the GEMMs inside
+// thread themselves).
+template <typename F>
+void ForTasks(int64_t tasks, F&& f) {
+  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  kern::ParallelFor(tasks, threads > 1 && tasks >= 2 * threads ? 1 : 0, 0, f);
+}
+
+// NCHW: cols[(c*R + r)*S + s, j] = x[c, h, w] for the output positions
+// pq0 + j, j < nb, of one image and group (x points at channel 0 of the group).
+void Im2colNchw(const ConvGeom& g, const float* x, int64_t pq0, int64_t nb, float* cols, int64_t c_begin,
+                int64_t c_end) {
+  for (int64_t c = c_begin; c < c_end; ++c) {
+    const float* xc = x + c * g.H * g.W;
+    for (int64_t r = 0; r < g.R; ++r) {
+      for (int64_t s = 0; s < g.S; ++s) {
+        float* dst = cols + ((c * g.R + r) * g.S + s) * nb;
+        int64_t qlo, qhi;
+        ValidRange(g.Q, g.W, g.sw, g.pw, s * g.dw, &qlo, &qhi);
+        int64_t j = 0, p = pq0 / g.Q, q = pq0 % g.Q;
+        while (j < nb) {
+          const int64_t run = std::min(g.Q - q, nb - j), qend = q + run;
+          const int64_t h = p * g.sh - g.ph + r * g.dh;
+          if (h < 0 || h >= g.H) {
+            std::memset(dst + j, 0, sizeof(float) * run);
+          } else {
+            const float* xrow = xc + h * g.W - g.pw + s * g.dw;
+            const int64_t a = std::clamp(qlo, q, qend), b = std::clamp(qhi, a, qend);
+            float* d = dst + j - q;
+            for (int64_t qq = q; qq < a; ++qq) d[qq] = 0.0f;
+            if (g.sw == 1) {
+              std::memcpy(d + a, xrow + a, sizeof(float) * (b - a));
+            } else {
+              for (int64_t qq = a; qq < b; ++qq) d[qq] = xrow[qq * g.sw];
+            }
+            for (int64_t qq = b; qq < qend; ++qq) d[qq] = 0.0f;
+          }
+          j += run;
+          q = 0;
+          ++p;
+        }
+      }
+    }
+  }
+}
+
+// NCHW col2im for channel c of one image and group: gx[c] = sum of the
+// dcols rows (c, r, s) scattered back (fixed order r, s, p, q).
+void Col2imNchw(const ConvGeom& g, const float* dcols, float* gx, int64_t c) {
+  float* gxc = gx + c * g.H * g.W;
+  std::memset(gxc, 0, sizeof(float) * g.H * g.W);
+  const int64_t pq = g.P * g.Q;
+  for (int64_t r = 0; r < g.R; ++r) {
+    for (int64_t s = 0; s < g.S; ++s) {
+      const float* src = dcols + ((c * g.R + r) * g.S + s) * pq;
+      int64_t qlo, qhi, plo, phi;
+      ValidRange(g.Q, g.W, g.sw, g.pw, s * g.dw, &qlo, &qhi);
+      ValidRange(g.P, g.H, g.sh, g.ph, r * g.dh, &plo, &phi);
+      for (int64_t p = plo; p < phi; ++p) {
+        float* row = gxc + (p * g.sh - g.ph + r * g.dh) * g.W - g.pw + s * g.dw;
+        const float* srow = src + p * g.Q;
+        if (g.sw == 1) {
+          for (int64_t q = qlo; q < qhi; ++q) row[q] += srow[q];
+        } else {
+          for (int64_t q = qlo; q < qhi; ++q) row[q * g.sw] += srow[q];
+        }
+      }
+    }
+  }
+}
+
+// NHWC: cols[i, (r*S + s)*Cg + c] = x[n, h, w, grp*Cg + c] for rows
+// m0 + i, i < mb (x points at channel 0 of the group).
+void Im2colNhwcRows(const ConvGeom& g, const float* x, int64_t m0, int64_t i_begin, int64_t i_end, float* cols) {
+  const int64_t rsc = g.R * g.S * g.Cg, pq = g.P * g.Q;
+  for (int64_t i = i_begin; i < i_end; ++i) {
+    const int64_t m = m0 + i, n = m / pq, p = (m % pq) / g.Q, q = m % g.Q;
+    float* dst = cols + i * rsc;
+    for (int64_t r = 0; r < g.R; ++r) {
+      const int64_t h = p * g.sh - g.ph + r * g.dh;
+      for (int64_t s = 0; s < g.S; ++s, dst += g.Cg) {
+        const int64_t w = q * g.sw - g.pw + s * g.dw;
+        if (h < 0 || h >= g.H || w < 0 || w >= g.W) {
+          std::memset(dst, 0, sizeof(float) * g.Cg);
+        } else {
+          std::memcpy(dst, x + ((n * g.H + h) * g.W + w) * g.C, sizeof(float) * g.Cg);
+        }
+      }
+    }
+  }
+}
+
+// w [K, Cg, R, S] -> w2 [K, R, S, Cg] (and back).
+void RepackToRSC(const ConvGeom& g, const float* w, float* w2) {
+  const int64_t rs = g.R * g.S;
+  for (int64_t k = 0; k < g.K; ++k) {
+    for (int64_t c = 0; c < g.Cg; ++c) {
+      for (int64_t i = 0; i < rs; ++i) w2[(k * rs + i) * g.Cg + c] = w[(k * g.Cg + c) * rs + i];
+    }
+  }
+}
+void RepackFromRSC(const ConvGeom& g, const float* w2, float* w) {
+  const int64_t rs = g.R * g.S;
+  for (int64_t k = 0; k < g.K; ++k) {
+    for (int64_t c = 0; c < g.Cg; ++c) {
+      for (int64_t i = 0; i < rs; ++i) w[(k * g.Cg + c) * rs + i] = w2[(k * rs + i) * g.Cg + c];
+    }
+  }
+}
+
+// Columns (NCHW) or rows (NHWC) per block so that a block of cols holds
+// about `floats` values: a multiple of 16, at least 16.
+int64_t BlockExtent(int64_t width, int64_t floats, int64_t total) {
+  int64_t b = std::max<int64_t>(16, floats / std::max<int64_t>(1, width) / 16 * 16);
+  return std::min(b, total);
+}
+
+}  // namespace
+
+void Im2colForward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y) {
+  const int64_t crs = g.Cg * g.R * g.S, pq = g.P * g.Q;
+  if (g.nchw()) {
+    const int64_t nb = BlockExtent(crs, 1 << 17, pq), blocks = (pq + nb - 1) / nb;
+    ForTasks(g.N * g.G * blocks, [&](int64_t t) {
+      const int64_t b = t % blocks, grp = (t / blocks) % g.G, n = t / blocks / g.G;
+      const int64_t pq0 = b * nb, nbb = std::min(nb, pq - pq0);
+      float* cols = ConvScratch(0, crs * nbb);
+      const float* xg = x + (n * g.C + grp * g.Cg) * g.H * g.W;
+      kern::ParallelFor(g.Cg, crs * nbb, kern::kParallelMemoryBound,
+                        [&](int64_t c) { Im2colNchw(g, xg, pq0, nbb, cols, c, c + 1); });
+      float* yg = y + (n * g.K + grp * g.Kg) * pq + pq0;
+      GemmF32(false, false, g.Kg, nbb, crs, 1.0f, w + grp * g.Kg * crs, crs, cols, nbb, 0.0f, yg, pq);
+      if (bias) {
+        for (int64_t k = 0; k < g.Kg; ++k) {
+          const float bk = bias[grp * g.Kg + k];
+          for (int64_t j = 0; j < nbb; ++j) yg[k * pq + j] += bk;
+        }
+      }
+    });
+    return;
+  }
+  const int64_t m = g.N * pq, mb = BlockExtent(crs, 1 << 17, m), blocks = (m + mb - 1) / mb;
+  float* w2 = ConvScratch(1, g.w_numel());
+  RepackToRSC(g, w, w2);
+  ForTasks(blocks, [&](int64_t b) {
+    const int64_t m0 = b * mb, mbb = std::min(mb, m - m0);
+    float* cols = ConvScratch(0, crs * mbb);
+    for (int64_t grp = 0; grp < g.G; ++grp) {
+      kern::ParallelFor(mbb, crs * mbb, kern::kParallelMemoryBound,
+                        [&](int64_t i) { Im2colNhwcRows(g, x + grp * g.Cg, m0, i, i + 1, cols); });
+      GemmF32(false, true, mbb, g.Kg, crs, 1.0f, cols, crs, w2 + grp * g.Kg * crs, crs, 0.0f,
+              y + m0 * g.K + grp * g.Kg, g.K);
+    }
+    if (bias) {
+      for (int64_t i = 0; i < mbb; ++i) {
+        float* row = y + (m0 + i) * g.K;
+        for (int64_t k = 0; k < g.K; ++k) row[k] += bias[k];
+      }
+    }
+  });
+}
+
+void Im2colBackwardX(const ConvGeom& g, const float* gy, const float* w, float* gx) {
+  const int64_t crs = g.Cg * g.R * g.S, pq = g.P * g.Q;
+  if (g.nchw()) {
+    ForTasks(g.N, [&](int64_t n) {
+      float* dcols = ConvScratch(0, crs * pq);
+      for (int64_t grp = 0; grp < g.G; ++grp) {
+        GemmF32(true, false, crs, pq, g.Kg, 1.0f, w + grp * g.Kg * crs, crs, gy + (n * g.K + grp * g.Kg) * pq, pq,
+                0.0f, dcols, pq);
+        float* gxg = gx + (n * g.C + grp * g.Cg) * g.H * g.W;
+        kern::ParallelFor(g.Cg, crs * pq, kern::kParallelMemoryBound,
+                          [&](int64_t c) { Col2imNchw(g, dcols, gxg, c); });
+      }
+    });
+    return;
+  }
+  float* w2 = ConvScratch(1, g.w_numel());
+  RepackToRSC(g, w, w2);
+  ForTasks(g.N, [&](int64_t n) {
+    float* dcols = ConvScratch(0, crs * pq);
+    for (int64_t grp = 0; grp < g.G; ++grp) {
+      GemmF32(false, false, pq, crs, g.Kg, 1.0f, gy + n * pq * g.K + grp * g.Kg, g.K, w2 + grp * g.Kg * crs, crs,
+              0.0f, dcols, crs);
+      // Gather: each input pixel sums the dcols entries that read it (r, s order).
+      kern::ParallelFor(g.H, g.x_numel() / g.N * g.R * g.S, kern::kParallelMemoryBound, [&](int64_t h) {
+        for (int64_t wi = 0; wi < g.W; ++wi) {
+          float* dst = gx + ((n * g.H + h) * g.W + wi) * g.C + grp * g.Cg;
+          std::memset(dst, 0, sizeof(float) * g.Cg);
+          for (int64_t r = 0; r < g.R; ++r) {
+            const int64_t hp = h + g.ph - r * g.dh;
+            if (hp < 0 || hp % g.sh != 0 || hp / g.sh >= g.P) continue;
+            for (int64_t s = 0; s < g.S; ++s) {
+              const int64_t wq = wi + g.pw - s * g.dw;
+              if (wq < 0 || wq % g.sw != 0 || wq / g.sw >= g.Q) continue;
+              const float* src = dcols + ((hp / g.sh) * g.Q + wq / g.sw) * crs + (r * g.S + s) * g.Cg;
+              for (int64_t c = 0; c < g.Cg; ++c) dst[c] += src[c];
+            }
+          }
+        }
+      });
+    }
+  });
+}
+
+void Im2colBackwardW(const ConvGeom& g, const float* gy, const float* x, float* gw) {
+  const int64_t crs = g.Cg * g.R * g.S, pq = g.P * g.Q;
+  if (g.nchw()) {
+    const int64_t chunk = BlockExtent(crs, 1 << 20, pq);
+    for (int64_t n = 0; n < g.N; ++n) {
+      for (int64_t grp = 0; grp < g.G; ++grp) {
+        const float* xg = x + (n * g.C + grp * g.Cg) * g.H * g.W;
+        for (int64_t pq0 = 0; pq0 < pq; pq0 += chunk) {
+          const int64_t nb = std::min(chunk, pq - pq0);
+          float* cols = ConvScratch(0, crs * nb);
+          kern::ParallelFor(g.Cg, crs * nb, kern::kParallelMemoryBound,
+                            [&](int64_t c) { Im2colNchw(g, xg, pq0, nb, cols, c, c + 1); });
+          const float beta = (n == 0 && pq0 == 0) ? 0.0f : 1.0f;
+          GemmF32(false, true, g.Kg, crs, nb, 1.0f, gy + (n * g.K + grp * g.Kg) * pq + pq0, pq, cols, nb, beta,
+                  gw + grp * g.Kg * crs, crs);
+        }
+      }
+    }
+    return;
+  }
+  const int64_t m = g.N * pq, chunk = BlockExtent(crs, 1 << 20, m);
+  float* gw2 = ConvScratch(1, g.w_numel());
+  for (int64_t m0 = 0; m0 < m; m0 += chunk) {
+    const int64_t mb = std::min(chunk, m - m0);
+    float* cols = ConvScratch(0, crs * mb);
+    for (int64_t grp = 0; grp < g.G; ++grp) {
+      kern::ParallelFor(mb, crs * mb, kern::kParallelMemoryBound,
+                        [&](int64_t i) { Im2colNhwcRows(g, x + grp * g.Cg, m0, i, i + 1, cols); });
+      GemmF32(true, false, g.Kg, crs, mb, 1.0f, gy + m0 * g.K + grp * g.Kg, g.K, cols, crs, m0 == 0 ? 0.0f : 1.0f,
+              gw2 + grp * g.Kg * crs, crs);
+    }
+  }
+  RepackFromRSC(g, gw2, gw);
+}
+
+}  // namespace tessera::ops::conv
