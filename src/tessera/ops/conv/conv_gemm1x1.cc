@@ -1,7 +1,8 @@
 // 1x1 convolution with stride 1 and no padding as plain GEMMs on the
 // activations (no im2col), per group:
 //   NCHW, per image: y[Kg, HW] = w[Kg, Cg] . x[Cg, HW];
-//     grad_x[Cg, HW] = w^T . grad_y; grad_w += grad_y[Kg, HW] . x^T (images in order).
+//     grad_x[Cg, HW] = w^T . grad_y; grad_w += grad_y[Kg, HW] . x^T (images in order,
+//     in blocks of grad_w).
 //   NHWC: y[NHW, Kg] = x[NHW, Cg] . w^T; grad_x = grad_y . w;
 //     grad_w = grad_y^T . x (one GEMM over all rows).
 #include <omp.h>
@@ -15,12 +16,12 @@
 namespace tessera::ops::conv {
 namespace {
 
-// One image per thread when there are at least two per thread (single-
-// threaded GEMMs), else images in turn with multi-threaded GEMMs.
+// One task (image or block) per thread when there are at least as many as
+// threads (single-threaded GEMMs), else in turn with multi-threaded GEMMs.
 template <typename F>
 void ForImages(int64_t n, F&& f) {
   const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  kern::ParallelFor(n, threads > 1 && n >= 2 * threads ? 1 : 0, 0, f);
+  kern::ParallelFor(n, threads > 1 && n >= threads ? 1 : 0, 0, f);
 }
 
 }  // namespace
@@ -77,12 +78,19 @@ void Gemm1x1BackwardX(const ConvGeom& g, const float* gy, const float* w, float*
 void Gemm1x1BackwardW(const ConvGeom& g, const float* gy, const float* x, float* gw) {
   const int64_t hw = g.H * g.W, m = g.N * hw;
   if (g.nchw()) {
-    for (int64_t n = 0; n < g.N; ++n) {
-      for (int64_t grp = 0; grp < g.G; ++grp) {
-        GemmF32(false, true, g.Kg, g.Cg, hw, 1.0f, gy + (n * g.K + grp * g.Kg) * hw, hw,
-                x + (n * g.C + grp * g.Cg) * hw, hw, n == 0 ? 0.0f : 1.0f, gw + grp * g.Kg * g.Cg, g.Cg);
+    // Independent blocks of grad_w (fixed sizes: a function of the shape),
+    // each summing its GEMMs over the images in order: one parallel region.
+    const int64_t cb = std::clamp<int64_t>((g.Cg / 2 + 31) / 32 * 32, 32, 256), cblocks = (g.Cg + cb - 1) / cb;
+    const int64_t kb = 256, kblocks = (g.Kg + kb - 1) / kb;
+    ForImages(g.G * kblocks * cblocks, [&](int64_t t) {
+      const int64_t grp = t / (kblocks * cblocks), k0 = (t / cblocks) % kblocks * kb, c0 = t % cblocks * cb;
+      const int64_t kn = std::min(kb, g.Kg - k0), cn = std::min(cb, g.Cg - c0);
+      for (int64_t n = 0; n < g.N; ++n) {
+        GemmF32(false, true, kn, cn, hw, 1.0f, gy + (n * g.K + grp * g.Kg + k0) * hw, hw,
+                x + (n * g.C + grp * g.Cg + c0) * hw, hw, n == 0 ? 0.0f : 1.0f, gw + (grp * g.Kg + k0) * g.Cg + c0,
+                g.Cg);
       }
-    }
+    });
     return;
   }
   for (int64_t grp = 0; grp < g.G; ++grp) {

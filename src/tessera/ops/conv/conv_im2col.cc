@@ -2,11 +2,12 @@
 //   NCHW, per image n and group: y[Kg, PQ] = w[Kg, Cg*R*S] . cols[Cg*R*S, PQ]
 //     (forward in column blocks of PQ); grad_x: dcols = w^T . grad_y, then a
 //     per-channel col2im scatter; grad_w += grad_y[Kg, PQ] . cols^T, images
-//     (and PQ chunks) in order.
+//     (and PQ chunks) in order, in blocks of rows of cols.
 //   NHWC, rows m = (n, p, q): y[M, Kg] = cols[M, R*S*Cg] . w2^T with w2 the
 //     weights repacked to [K, R, S, Cg] (forward in row blocks); grad_x:
 //     dcols[PQ, R*S*Cg] = grad_y . w2 per image, then a gather col2im per
-//     input row; grad_w2 += grad_y^T . cols over row chunks in order.
+//     input row; grad_w2 += grad_y^T . cols over row chunks in order, in
+//     blocks of (r, s, channels) columns.
 // Independent blocks run one per thread (single-threaded GEMMs) when there
 // are at least two per thread, else one after another with multi-threaded
 // GEMMs. Block sizes depend on the shape only, never on the thread count.
@@ -31,49 +32,49 @@ void ValidRange(int64_t out, int64_t in, int64_t stride, int64_t pad, int64_t of
   *hi = std::max(*lo, std::min(h, out));
 }
 
-// Runs f(t) for t in [0, tasks): one task per thread when there are enough
-// tasks to keep every thread busy, else serially (so the GEMMs inside
-// thread themselves).
+// Runs f(t) for t in [0, tasks): one task per thread (single-threaded
+// GEMMs, one parallel region) when there are at least as many tasks as
+// threads, else serially (so the GEMMs inside thread themselves). Parallel
+// regions are kept few: on a loaded machine a woken OpenMP worker can wait
+// a scheduler tick per region.
 template <typename F>
 void ForTasks(int64_t tasks, F&& f) {
   const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  kern::ParallelFor(tasks, threads > 1 && tasks >= 2 * threads ? 1 : 0, 0, f);
+  kern::ParallelFor(tasks, threads > 1 && tasks >= threads ? 1 : 0, 0, f);
 }
 
-// NCHW: cols[(c*R + r)*S + s, j] = x[c, h, w] for the output positions
-// pq0 + j, j < nb, of one image and group (x points at channel 0 of the group).
-void Im2colNchw(const ConvGeom& g, const float* x, int64_t pq0, int64_t nb, float* cols, int64_t c_begin,
-                int64_t c_end) {
-  for (int64_t c = c_begin; c < c_end; ++c) {
+// NCHW: cols[i, j] = x[c, h, w] for the rows i = (c*R + r)*S + s - row0 of
+// [row0, row1) and the output positions pq0 + j, j < nb, of one image and
+// group (x points at channel 0 of the group).
+void Im2colNchw(const ConvGeom& g, const float* x, int64_t pq0, int64_t nb, float* cols, int64_t row0,
+                int64_t row1) {
+  for (int64_t row = row0; row < row1; ++row) {
+    const int64_t c = row / (g.R * g.S), r = (row / g.S) % g.R, s = row % g.S;
     const float* xc = x + c * g.H * g.W;
-    for (int64_t r = 0; r < g.R; ++r) {
-      for (int64_t s = 0; s < g.S; ++s) {
-        float* dst = cols + ((c * g.R + r) * g.S + s) * nb;
-        int64_t qlo, qhi;
-        ValidRange(g.Q, g.W, g.sw, g.pw, s * g.dw, &qlo, &qhi);
-        int64_t j = 0, p = pq0 / g.Q, q = pq0 % g.Q;
-        while (j < nb) {
-          const int64_t run = std::min(g.Q - q, nb - j), qend = q + run;
-          const int64_t h = p * g.sh - g.ph + r * g.dh;
-          if (h < 0 || h >= g.H) {
-            std::memset(dst + j, 0, sizeof(float) * run);
-          } else {
-            const float* xrow = xc + h * g.W - g.pw + s * g.dw;
-            const int64_t a = std::clamp(qlo, q, qend), b = std::clamp(qhi, a, qend);
-            float* d = dst + j - q;
-            for (int64_t qq = q; qq < a; ++qq) d[qq] = 0.0f;
-            if (g.sw == 1) {
-              std::memcpy(d + a, xrow + a, sizeof(float) * (b - a));
-            } else {
-              for (int64_t qq = a; qq < b; ++qq) d[qq] = xrow[qq * g.sw];
-            }
-            for (int64_t qq = b; qq < qend; ++qq) d[qq] = 0.0f;
-          }
-          j += run;
-          q = 0;
-          ++p;
+    float* dst = cols + (row - row0) * nb;
+    int64_t qlo, qhi;
+    ValidRange(g.Q, g.W, g.sw, g.pw, s * g.dw, &qlo, &qhi);
+    int64_t j = 0, p = pq0 / g.Q, q = pq0 % g.Q;
+    while (j < nb) {
+      const int64_t run = std::min(g.Q - q, nb - j), qend = q + run;
+      const int64_t h = p * g.sh - g.ph + r * g.dh;
+      if (h < 0 || h >= g.H) {
+        std::memset(dst + j, 0, sizeof(float) * run);
+      } else {
+        const float* xrow = xc + h * g.W - g.pw + s * g.dw;
+        const int64_t a = std::clamp(qlo, q, qend), b = std::clamp(qhi, a, qend);
+        float* d = dst + j - q;
+        for (int64_t qq = q; qq < a; ++qq) d[qq] = 0.0f;
+        if (g.sw == 1) {
+          std::memcpy(d + a, xrow + a, sizeof(float) * (b - a));
+        } else {
+          for (int64_t qq = a; qq < b; ++qq) d[qq] = xrow[qq * g.sw];
         }
+        for (int64_t qq = b; qq < qend; ++qq) d[qq] = 0.0f;
       }
+      j += run;
+      q = 0;
+      ++p;
     }
   }
 }
@@ -160,8 +161,9 @@ void Im2colForward(const ConvGeom& g, const float* x, const float* w, const floa
       const int64_t pq0 = b * nb, nbb = std::min(nb, pq - pq0);
       float* cols = ConvScratch(0, crs * nbb);
       const float* xg = x + (n * g.C + grp * g.Cg) * g.H * g.W;
+      const int64_t rs = g.R * g.S;
       kern::ParallelFor(g.Cg, crs * nbb, kern::kParallelMemoryBound,
-                        [&](int64_t c) { Im2colNchw(g, xg, pq0, nbb, cols, c, c + 1); });
+                        [&](int64_t c) { Im2colNchw(g, xg, pq0, nbb, cols + c * rs * nbb, c * rs, (c + 1) * rs); });
       float* yg = y + (n * g.K + grp * g.Kg) * pq + pq0;
       GemmF32(false, false, g.Kg, nbb, crs, 1.0f, w + grp * g.Kg * crs, crs, cols, nbb, 0.0f, yg, pq);
       if (bias) {
@@ -237,38 +239,65 @@ void Im2colBackwardX(const ConvGeom& g, const float* gy, const float* w, float* 
   });
 }
 
+// grad_w in independent column blocks of the [Kg, Cg*R*S] (NCHW) or
+// [Kg, R*S*Cg] (NHWC) matrix of each group: a task builds only its block of
+// columns, for every image / row chunk in order, and accumulates its GEMMs.
+// One parallel region in all; no im2col work is repeated.
 void Im2colBackwardW(const ConvGeom& g, const float* gy, const float* x, float* gw) {
   const int64_t crs = g.Cg * g.R * g.S, pq = g.P * g.Q;
   if (g.nchw()) {
-    const int64_t chunk = BlockExtent(crs, 1 << 20, pq);
-    for (int64_t n = 0; n < g.N; ++n) {
-      for (int64_t grp = 0; grp < g.G; ++grp) {
+    const int64_t rb = std::clamp<int64_t>((crs + 7) / 8 + 7, 16, 96) / 8 * 8, blocks = (crs + rb - 1) / rb;
+    const int64_t chunk = BlockExtent(rb, 1 << 16, pq);
+    ForTasks(g.G * blocks, [&](int64_t t) {
+      const int64_t grp = t / blocks, row0 = (t % blocks) * rb, row1 = std::min(crs, row0 + rb);
+      float* cols = ConvScratch(0, (row1 - row0) * chunk);
+      for (int64_t n = 0; n < g.N; ++n) {
         const float* xg = x + (n * g.C + grp * g.Cg) * g.H * g.W;
         for (int64_t pq0 = 0; pq0 < pq; pq0 += chunk) {
           const int64_t nb = std::min(chunk, pq - pq0);
-          float* cols = ConvScratch(0, crs * nb);
-          kern::ParallelFor(g.Cg, crs * nb, kern::kParallelMemoryBound,
-                            [&](int64_t c) { Im2colNchw(g, xg, pq0, nb, cols, c, c + 1); });
+          Im2colNchw(g, xg, pq0, nb, cols, row0, row1);
           const float beta = (n == 0 && pq0 == 0) ? 0.0f : 1.0f;
-          GemmF32(false, true, g.Kg, crs, nb, 1.0f, gy + (n * g.K + grp * g.Kg) * pq + pq0, pq, cols, nb, beta,
-                  gw + grp * g.Kg * crs, crs);
+          GemmF32(false, true, g.Kg, row1 - row0, nb, 1.0f, gy + (n * g.K + grp * g.Kg) * pq + pq0, pq, cols, nb,
+                  beta, gw + grp * g.Kg * crs + row0, crs);
         }
       }
-    }
+    });
     return;
   }
-  const int64_t m = g.N * pq, chunk = BlockExtent(crs, 1 << 20, m);
+  // NHWC: a task owns the columns (r, s0 .. s1, c0 .. c1) of one group's
+  // [Kg, R*S*Cg] matrix: one s and a block of channels, or (Cg <= 32) all
+  // of S and all channels (contiguous columns either way).
+  const int64_t m = g.N * pq;
+  const bool whole_rows = g.Cg <= 32;
+  const int64_t cb = whole_rows ? g.Cg : std::clamp<int64_t>((g.Cg / 2 + 31) / 32 * 32, 32, 128);
+  const int64_t cblocks = (g.Cg + cb - 1) / cb, per_r = whole_rows ? 1 : g.S * cblocks;
+  const int64_t width = whole_rows ? g.S * g.Cg : cb, chunk = BlockExtent(width, 1 << 16, m);
   float* gw2 = ConvScratch(1, g.w_numel());
-  for (int64_t m0 = 0; m0 < m; m0 += chunk) {
-    const int64_t mb = std::min(chunk, m - m0);
-    float* cols = ConvScratch(0, crs * mb);
-    for (int64_t grp = 0; grp < g.G; ++grp) {
-      kern::ParallelFor(mb, crs * mb, kern::kParallelMemoryBound,
-                        [&](int64_t i) { Im2colNhwcRows(g, x + grp * g.Cg, m0, i, i + 1, cols); });
-      GemmF32(true, false, g.Kg, crs, mb, 1.0f, gy + m0 * g.K + grp * g.Kg, g.K, cols, crs, m0 == 0 ? 0.0f : 1.0f,
-              gw2 + grp * g.Kg * crs, crs);
+  ForTasks(g.G * g.R * per_r, [&](int64_t t) {
+    const int64_t grp = t / (g.R * per_r), r = (t / per_r) % g.R, u = t % per_r;
+    const int64_t s0 = whole_rows ? 0 : u / cblocks, s1 = whole_rows ? g.S : s0 + 1;
+    const int64_t c0 = whole_rows ? 0 : (u % cblocks) * cb, cn = std::min(cb, g.Cg - c0);
+    const int64_t cols_n = (s1 - s0) * cn;
+    float* cols = ConvScratch(0, cols_n * chunk);
+    for (int64_t m0 = 0; m0 < m; m0 += chunk) {
+      const int64_t mb = std::min(chunk, m - m0);
+      for (int64_t j = 0; j < mb; ++j) {
+        const int64_t mm = m0 + j, n = mm / pq, p = (mm % pq) / g.Q, q = mm % g.Q;
+        const int64_t h = p * g.sh - g.ph + r * g.dh;
+        float* dst = cols + j * cols_n;
+        for (int64_t s = s0; s < s1; ++s, dst += cn) {
+          const int64_t w = q * g.sw - g.pw + s * g.dw;
+          if (h < 0 || h >= g.H || w < 0 || w >= g.W) {
+            std::memset(dst, 0, sizeof(float) * cn);
+          } else {
+            std::memcpy(dst, x + ((n * g.H + h) * g.W + w) * g.C + grp * g.Cg + c0, sizeof(float) * cn);
+          }
+        }
+      }
+      GemmF32(true, false, g.Kg, cols_n, mb, 1.0f, gy + m0 * g.K + grp * g.Kg, g.K, cols, cols_n,
+              m0 == 0 ? 0.0f : 1.0f, gw2 + grp * g.Kg * crs + (r * g.S + s0) * g.Cg + c0, crs);
     }
-  }
+  });
   RepackFromRSC(g, gw2, gw);
 }
 
