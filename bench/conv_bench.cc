@@ -1,7 +1,8 @@
 // Conv2d throughput on ResNet-50's convolution layers (torchvision v1.5:
 // stride on the 3x3 of each stage's first block): conv1 7x7/2, the 1x1
 // reduce / expand / projection layers and the 3x3 layers (incl. stride 2) of
-// the 56x56, 28x28, 14x14 and 7x7 stages. For each layer, layout and
+// the 56x56, 28x28, 14x14 and 7x7 stages (plus three MobileNetV2-style
+// depthwise layers). For each layer, layout and
 // applicable algorithm (forced), prints the median times of the forward, of
 // grad_x (none for conv1, whose input is the image) and of grad_w + grad_bias,
 // their total, and GFLOP/s (2*N*K*P*Q*C*R*S per pass; the backward counts
@@ -34,6 +35,7 @@ using tessera::ops::ImageLayout;
 struct Layer {
   const char* name;
   int64_t C, H, K, R, stride, pad;
+  int64_t groups = 1;
 };
 
 const Layer kLayers[] = {
@@ -60,6 +62,10 @@ const Layer kLayers[] = {
     {"s4_3x3_512", 512, 7, 512, 3, 1, 1},
     {"s4_1x1_512-2048", 512, 7, 2048, 1, 1, 0},
     {"s4_1x1_2048-512", 2048, 7, 512, 1, 1, 0},
+    // Not ResNet-50: MobileNetV2-style depthwise 3x3 layers.
+    {"dw_3x3_144", 144, 56, 144, 3, 1, 1, 144},
+    {"dw_3x3_96s2", 96, 112, 96, 3, 2, 1, 96},
+    {"dw_3x3_384", 384, 14, 384, 3, 1, 1, 384},
 };
 
 double Median(std::vector<double> v) {
@@ -119,19 +125,21 @@ int main(int argc, char** argv) {
       base.stride_h = base.stride_w = l.stride;
       base.pad_h = base.pad_w = l.pad;
       base.layout = layout;
+      base.groups = l.groups;
       const Shape xs = layout == ImageLayout::kNCHW ? Shape{batch, l.C, l.H, l.H} : Shape{batch, l.H, l.H, l.C};
-      Tensor x = Tensor::Empty(xs), w = Tensor::Empty({l.K, l.C, l.R, l.R}), b = Tensor::Empty({l.K});
+      Tensor x = Tensor::Empty(xs), w = Tensor::Empty({l.K, l.C / l.groups, l.R, l.R}), b = Tensor::Empty({l.K});
       tessera::FillUniform(x, 1, -1, 1);
       tessera::FillUniform(w, 2, -0.1f, 0.1f);
       tessera::FillUniform(b, 3, -1, 1);
       std::vector<Conv2dAlgo> algos = {Conv2dAlgo::kIm2col};
       if (l.R == 1 && l.stride == 1) algos.push_back(Conv2dAlgo::kGemm1x1);
+      if (l.groups > 1) algos.push_back(Conv2dAlgo::kDepthwise);
       if (direct) algos.push_back(Conv2dAlgo::kDirect);
       const bool need_x = l.C != 3;
       Tensor gy = tessera::ops::Conv2d(x, w, b, base);
       tessera::FillUniform(gy, 4, -1, 1);
       const double P = static_cast<double>(gy.numel()) / batch / l.K;
-      const double flops = 2.0 * batch * l.K * P * l.C * l.R * l.R;
+      const double flops = 2.0 * batch * l.K * P * (l.C / l.groups) * l.R * l.R;
       std::vector<std::vector<double>> fwd(algos.size()), bx(algos.size()), bw(algos.size());
       for (int rep = 0; rep <= repeats; ++rep) {  // rep 0 warms up
         for (size_t a = 0; a < algos.size(); ++a) {

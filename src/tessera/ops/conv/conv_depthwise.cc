@@ -4,7 +4,7 @@
 //     scatter within the plane) or filter (grad_w); the inner loops run
 //     along a row and vectorize when the stride is 1.
 //   NHWC: filters repacked to [R, S, K]; one task per output row (forward)
-//     or input row (grad_x, a gather); grad_w in blocks of 16 filters. The
+//     or input row (grad_x, a gather); grad_w in blocks of 64 filters. The
 //     inner loops run over channels and vectorize (multiplier 1).
 // grad_w sums per image in fp32 and over images in double, in order.
 #include <algorithm>
@@ -172,38 +172,43 @@ void DepthwiseBackwardW(const ConvGeom& g, const float* gy, const float* x, floa
   const int64_t m = g.Kg, rs = g.R * g.S;
   const std::vector<Range> qr = ColumnRanges(g);
   if (g.nchw()) {
+    // Per image, products are accumulated along q into a row per (r, s)
+    // (vectorizes), then each row is summed in order into a double total.
     kern::ParallelFor(g.K, static_cast<int64_t>(g.flops()), kern::kParallelComputeBound, [&](int64_t k) {
       std::vector<double> total(rs, 0.0);
-      std::vector<float> part(rs);
+      std::vector<float> part(rs * g.Q);
       for (int64_t n = 0; n < g.N; ++n) {
         std::fill(part.begin(), part.end(), 0.0f);
         const float* xc = x + (n * g.C + k / m) * g.H * g.W;
         const float* gyk = gy + (n * g.K + k) * g.P * g.Q;
         for (int64_t p = 0; p < g.P; ++p) {
-          const float* gyrow = gyk + p * g.Q;
+          const float* __restrict gyrow = gyk + p * g.Q;
           for (int64_t r = 0; r < g.R; ++r) {
             const int64_t h = p * g.sh - g.ph + r * g.dh;
             if (h < 0 || h >= g.H) continue;
             for (int64_t s = 0; s < g.S; ++s) {
-              const float* xr = xc + h * g.W - g.pw + s * g.dw;
+              const float* __restrict xr = xc + h * g.W - g.pw + s * g.dw;
+              float* __restrict acc = part.data() + (r * g.S + s) * g.Q;
               const int64_t lo = qr[s].lo, hi = qr[s].hi;
               if (g.sw == 1) {
-                part[r * g.S + s] += kern::DotLanes(gyrow + lo, xr + lo, hi - lo);
+                for (int64_t q = lo; q < hi; ++q) acc[q] += gyrow[q] * xr[q];
               } else {
-                float a = 0.0f;
-                for (int64_t q = lo; q < hi; ++q) a += gyrow[q] * xr[q * g.sw];
-                part[r * g.S + s] += a;
+                for (int64_t q = lo; q < hi; ++q) acc[q] += gyrow[q] * xr[q * g.sw];
               }
             }
           }
         }
-        for (int64_t i = 0; i < rs; ++i) total[i] += part[i];
+        for (int64_t i = 0; i < rs; ++i) {
+          double sum = 0.0;
+          for (int64_t q = 0; q < g.Q; ++q) sum += part[i * g.Q + q];
+          total[i] += sum;
+        }
       }
       for (int64_t i = 0; i < rs; ++i) gw[k * rs + i] = static_cast<float>(total[i]);
     });
     return;
   }
-  constexpr int64_t kBlock = 16;
+  constexpr int64_t kBlock = 64;
   const int64_t blocks = (g.K + kBlock - 1) / kBlock;
   kern::ParallelFor(blocks, static_cast<int64_t>(g.flops()), kern::kParallelComputeBound, [&](int64_t b) {
     const int64_t k0 = b * kBlock, kb = std::min(kBlock, g.K - k0);
@@ -212,16 +217,14 @@ void DepthwiseBackwardW(const ConvGeom& g, const float* gy, const float* x, floa
     for (int64_t n = 0; n < g.N; ++n) {
       std::fill(part.begin(), part.end(), 0.0f);
       for (int64_t p = 0; p < g.P; ++p) {
-        for (int64_t q = 0; q < g.Q; ++q) {
-          const float* __restrict gyv = gy + ((n * g.P + p) * g.Q + q) * g.K + k0;
-          for (int64_t r = 0; r < g.R; ++r) {
-            const int64_t h = p * g.sh - g.ph + r * g.dh;
-            if (h < 0 || h >= g.H) continue;
-            for (int64_t s = 0; s < g.S; ++s) {
-              const int64_t wi = q * g.sw - g.pw + s * g.dw;
-              if (wi < 0 || wi >= g.W) continue;
-              const float* __restrict xs = x + ((n * g.H + h) * g.W + wi) * g.C;
-              float* __restrict acc = part.data() + (r * g.S + s) * kBlock;
+        for (int64_t r = 0; r < g.R; ++r) {
+          const int64_t h = p * g.sh - g.ph + r * g.dh;
+          if (h < 0 || h >= g.H) continue;
+          for (int64_t s = 0; s < g.S; ++s) {
+            float* __restrict acc = part.data() + (r * g.S + s) * kBlock;
+            for (int64_t q = qr[s].lo; q < qr[s].hi; ++q) {
+              const float* __restrict gyv = gy + ((n * g.P + p) * g.Q + q) * g.K + k0;
+              const float* __restrict xs = x + ((n * g.H + h) * g.W + q * g.sw - g.pw + s * g.dw) * g.C;
               if (m == 1) {
                 for (int64_t j = 0; j < kb; ++j) acc[j] += gyv[j] * xs[k0 + j];
               } else {
