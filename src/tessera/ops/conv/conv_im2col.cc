@@ -1,6 +1,7 @@
 // im2col + GEMM convolution, forward and backward, both layouts.
 //   NCHW, per image n and group: y[Kg, PQ] = w[Kg, Cg*R*S] . cols[Cg*R*S, PQ]
-//     (forward in column blocks of PQ); grad_x: dcols = w^T . grad_y, then a
+//     (forward in column blocks of PQ, or of several whole small images);
+//     grad_x: dcols = w^T . grad_y, then a
 //     per-channel col2im scatter; grad_w += grad_y[Kg, PQ] . cols^T, images
 //     (and PQ chunks) in order, in blocks of rows of cols.
 //   NHWC, rows m = (n, p, q): y[M, Kg] = cols[M, R*S*Cg] . w2^T with w2 the
@@ -45,13 +46,13 @@ void ForTasks(int64_t tasks, F&& f) {
 
 // NCHW: cols[i, j] = x[c, h, w] for the rows i = (c*R + r)*S + s - row0 of
 // [row0, row1) and the output positions pq0 + j, j < nb, of one image and
-// group (x points at channel 0 of the group).
+// group (x points at channel 0 of the group); rows of cols are ld apart.
 void Im2colNchw(const ConvGeom& g, const float* x, int64_t pq0, int64_t nb, float* cols, int64_t row0,
-                int64_t row1) {
+                int64_t row1, int64_t ld) {
   for (int64_t row = row0; row < row1; ++row) {
     const int64_t c = row / (g.R * g.S), r = (row / g.S) % g.R, s = row % g.S;
     const float* xc = x + c * g.H * g.W;
-    float* dst = cols + (row - row0) * nb;
+    float* dst = cols + (row - row0) * ld;
     int64_t qlo, qhi;
     ValidRange(g.Q, g.W, g.sw, g.pw, s * g.dw, &qlo, &qhi);
     int64_t j = 0, p = pq0 / g.Q, q = pq0 % g.Q;
@@ -152,18 +153,29 @@ int64_t BlockExtent(int64_t width, int64_t floats, int64_t total) {
 
 }  // namespace
 
+// Output columns (NCHW) or rows (NHWC) per forward GEMM: enough that
+// packing the weights once per block is cheap (>= 128), a block of cols of
+// about 2 MiB at most, and `total` split into near-equal blocks.
+int64_t ForwardBlock(int64_t crs, int64_t total = 0) {
+  const int64_t most = std::clamp<int64_t>((1 << 19) / crs / 16 * 16, 128, 512);
+  if (total <= most) return most;
+  const int64_t blocks = (total + most - 1) / most;
+  return ((total + blocks - 1) / blocks + 15) / 16 * 16;
+}
+
 void Im2colForward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y) {
-  const int64_t crs = g.Cg * g.R * g.S, pq = g.P * g.Q;
-  if (g.nchw()) {
-    const int64_t nb = BlockExtent(crs, 1 << 17, pq), blocks = (pq + nb - 1) / nb;
+  const int64_t crs = g.Cg * g.R * g.S, pq = g.P * g.Q, rs = g.R * g.S;
+  if (g.nchw() && pq >= ForwardBlock(crs)) {
+    // Blocks of output positions of one image: GEMM straight into y.
+    const int64_t nb = ForwardBlock(crs, pq), blocks = (pq + nb - 1) / nb;
     ForTasks(g.N * g.G * blocks, [&](int64_t t) {
       const int64_t b = t % blocks, grp = (t / blocks) % g.G, n = t / blocks / g.G;
       const int64_t pq0 = b * nb, nbb = std::min(nb, pq - pq0);
       float* cols = ConvScratch(0, crs * nbb);
       const float* xg = x + (n * g.C + grp * g.Cg) * g.H * g.W;
-      const int64_t rs = g.R * g.S;
-      kern::ParallelFor(g.Cg, crs * nbb, kern::kParallelMemoryBound,
-                        [&](int64_t c) { Im2colNchw(g, xg, pq0, nbb, cols + c * rs * nbb, c * rs, (c + 1) * rs); });
+      kern::ParallelFor(g.Cg, crs * nbb, kern::kParallelMemoryBound, [&](int64_t c) {
+        Im2colNchw(g, xg, pq0, nbb, cols + c * rs * nbb, c * rs, (c + 1) * rs, nbb);
+      });
       float* yg = y + (n * g.K + grp * g.Kg) * pq + pq0;
       GemmF32(false, false, g.Kg, nbb, crs, 1.0f, w + grp * g.Kg * crs, crs, cols, nbb, 0.0f, yg, pq);
       if (bias) {
@@ -175,7 +187,32 @@ void Im2colForward(const ConvGeom& g, const float* x, const float* w, const floa
     });
     return;
   }
-  const int64_t m = g.N * pq, mb = BlockExtent(crs, 1 << 17, m), blocks = (m + mb - 1) / mb;
+  if (g.nchw()) {
+    // Small images: several whole images per GEMM (columns (image, p, q)),
+    // the result copied into y.
+    const int64_t ipb = std::max<int64_t>(1, ForwardBlock(crs) / pq), blocks = (g.N + ipb - 1) / ipb;
+    ForTasks(g.G * blocks, [&](int64_t t) {
+      const int64_t grp = t / blocks, n0 = (t % blocks) * ipb, ni = std::min(ipb, g.N - n0), width = ni * pq;
+      float* cols = ConvScratch(0, crs * width);
+      float* out = ConvScratch(2, g.Kg * width);
+      kern::ParallelFor(ni * g.Cg, crs * width, kern::kParallelMemoryBound, [&](int64_t u) {
+        const int64_t i = u / g.Cg, c = u % g.Cg;
+        Im2colNchw(g, x + ((n0 + i) * g.C + grp * g.Cg) * g.H * g.W, 0, pq, cols + c * rs * width + i * pq, c * rs,
+                   (c + 1) * rs, width);
+      });
+      GemmF32(false, false, g.Kg, width, crs, 1.0f, w + grp * g.Kg * crs, crs, cols, width, 0.0f, out, width);
+      for (int64_t i = 0; i < ni; ++i) {
+        for (int64_t k = 0; k < g.Kg; ++k) {
+          const float bk = bias ? bias[grp * g.Kg + k] : 0.0f;
+          const float* src = out + k * width + i * pq;
+          float* dst = y + ((n0 + i) * g.K + grp * g.Kg + k) * pq;
+          for (int64_t j = 0; j < pq; ++j) dst[j] = src[j] + bk;
+        }
+      }
+    });
+    return;
+  }
+  const int64_t m = g.N * pq, mb = std::min(m, ForwardBlock(crs, m)), blocks = (m + mb - 1) / mb;
   float* w2 = ConvScratch(1, g.w_numel());
   RepackToRSC(g, w, w2);
   ForTasks(blocks, [&](int64_t b) {
@@ -255,7 +292,7 @@ void Im2colBackwardW(const ConvGeom& g, const float* gy, const float* x, float* 
         const float* xg = x + (n * g.C + grp * g.Cg) * g.H * g.W;
         for (int64_t pq0 = 0; pq0 < pq; pq0 += chunk) {
           const int64_t nb = std::min(chunk, pq - pq0);
-          Im2colNchw(g, xg, pq0, nb, cols, row0, row1);
+          Im2colNchw(g, xg, pq0, nb, cols, row0, row1, nb);
           const float beta = (n == 0 && pq0 == 0) ? 0.0f : 1.0f;
           GemmF32(false, true, g.Kg, row1 - row0, nb, 1.0f, gy + (n * g.K + grp * g.Kg) * pq + pq0, pq, cols, nb,
                   beta, gw + grp * g.Kg * crs + row0, crs);
