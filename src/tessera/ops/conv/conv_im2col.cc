@@ -81,14 +81,13 @@ void Im2colNchw(const ConvGeom& g, const float* x, int64_t pq0, int64_t nb, floa
 }
 
 // NCHW col2im for channel c of one image and group: gx[c] = sum of the
-// dcols rows (c, r, s) scattered back (fixed order r, s, p, q).
-void Col2imNchw(const ConvGeom& g, const float* dcols, float* gx, int64_t c) {
+// dcols rows (c, r, s) (ld apart) scattered back (fixed order r, s, p, q).
+void Col2imNchw(const ConvGeom& g, const float* dcols, int64_t ld, float* gx, int64_t c) {
   float* gxc = gx + c * g.H * g.W;
   std::memset(gxc, 0, sizeof(float) * g.H * g.W);
-  const int64_t pq = g.P * g.Q;
   for (int64_t r = 0; r < g.R; ++r) {
     for (int64_t s = 0; s < g.S; ++s) {
-      const float* src = dcols + ((c * g.R + r) * g.S + s) * pq;
+      const float* src = dcols + ((c * g.R + r) * g.S + s) * ld;
       int64_t qlo, qhi, plo, phi;
       ValidRange(g.Q, g.W, g.sw, g.pw, s * g.dw, &qlo, &qhi);
       ValidRange(g.P, g.H, g.sh, g.ph, r * g.dh, &plo, &phi);
@@ -233,30 +232,48 @@ void Im2colForward(const ConvGeom& g, const float* x, const float* w, const floa
   });
 }
 
+// grad_x per block of whole images (several when images are small, so the
+// weights are packed once per block): dcols = GEMM, then col2im per image.
 void Im2colBackwardX(const ConvGeom& g, const float* gy, const float* w, float* gx) {
   const int64_t crs = g.Cg * g.R * g.S, pq = g.P * g.Q;
+  const int64_t ipb = std::max<int64_t>(1, ForwardBlock(crs) / pq), blocks = (g.N + ipb - 1) / ipb;
   if (g.nchw()) {
-    ForTasks(g.N, [&](int64_t n) {
-      float* dcols = ConvScratch(0, crs * pq);
+    ForTasks(blocks, [&](int64_t b) {
+      const int64_t n0 = b * ipb, ni = std::min(ipb, g.N - n0), width = ni * pq;
+      float* dcols = ConvScratch(0, crs * width);
+      float* gyb = ni > 1 ? ConvScratch(2, g.Kg * width) : nullptr;
       for (int64_t grp = 0; grp < g.G; ++grp) {
-        GemmF32(true, false, crs, pq, g.Kg, 1.0f, w + grp * g.Kg * crs, crs, gy + (n * g.K + grp * g.Kg) * pq, pq,
-                0.0f, dcols, pq);
-        float* gxg = gx + (n * g.C + grp * g.Cg) * g.H * g.W;
-        kern::ParallelFor(g.Cg, crs * pq, kern::kParallelMemoryBound,
-                          [&](int64_t c) { Col2imNchw(g, dcols, gxg, c); });
+        const float* a = gy + (n0 * g.K + grp * g.Kg) * pq;
+        if (ni > 1) {  // gather grad_y[n0 .. n0 + ni, group] into [Kg, ni * PQ]
+          for (int64_t k = 0; k < g.Kg; ++k) {
+            for (int64_t i = 0; i < ni; ++i) {
+              std::memcpy(gyb + k * width + i * pq, gy + ((n0 + i) * g.K + grp * g.Kg + k) * pq, sizeof(float) * pq);
+            }
+          }
+          a = gyb;
+        }
+        GemmF32(true, false, crs, width, g.Kg, 1.0f, w + grp * g.Kg * crs, crs, a, ni > 1 ? width : pq, 0.0f, dcols,
+                width);
+        kern::ParallelFor(ni * g.Cg, crs * width, kern::kParallelMemoryBound, [&](int64_t u) {
+          const int64_t i = u / g.Cg, c = u % g.Cg;
+          Col2imNchw(g, dcols + i * pq, width, gx + ((n0 + i) * g.C + grp * g.Cg) * g.H * g.W, c);
+        });
       }
     });
     return;
   }
   float* w2 = ConvScratch(1, g.w_numel());
   RepackToRSC(g, w, w2);
-  ForTasks(g.N, [&](int64_t n) {
-    float* dcols = ConvScratch(0, crs * pq);
+  ForTasks(blocks, [&](int64_t b) {
+    const int64_t n0 = b * ipb, ni = std::min(ipb, g.N - n0);
+    float* dcols = ConvScratch(0, crs * ni * pq);
     for (int64_t grp = 0; grp < g.G; ++grp) {
-      GemmF32(false, false, pq, crs, g.Kg, 1.0f, gy + n * pq * g.K + grp * g.Kg, g.K, w2 + grp * g.Kg * crs, crs,
-              0.0f, dcols, crs);
+      GemmF32(false, false, ni * pq, crs, g.Kg, 1.0f, gy + n0 * pq * g.K + grp * g.Kg, g.K, w2 + grp * g.Kg * crs,
+              crs, 0.0f, dcols, crs);
       // Gather: each input pixel sums the dcols entries that read it (r, s order).
-      kern::ParallelFor(g.H, g.x_numel() / g.N * g.R * g.S, kern::kParallelMemoryBound, [&](int64_t h) {
+      kern::ParallelFor(ni * g.H, ni * g.x_numel() / g.N * g.R * g.S, kern::kParallelMemoryBound, [&](int64_t u) {
+        const int64_t i = u / g.H, h = u % g.H, n = n0 + i;
+        const float* dimg = dcols + i * pq * crs;
         for (int64_t wi = 0; wi < g.W; ++wi) {
           float* dst = gx + ((n * g.H + h) * g.W + wi) * g.C + grp * g.Cg;
           std::memset(dst, 0, sizeof(float) * g.Cg);
@@ -266,7 +283,7 @@ void Im2colBackwardX(const ConvGeom& g, const float* gy, const float* w, float* 
             for (int64_t s = 0; s < g.S; ++s) {
               const int64_t wq = wi + g.pw - s * g.dw;
               if (wq < 0 || wq % g.sw != 0 || wq / g.sw >= g.Q) continue;
-              const float* src = dcols + ((hp / g.sh) * g.Q + wq / g.sw) * crs + (r * g.S + s) * g.Cg;
+              const float* src = dimg + ((hp / g.sh) * g.Q + wq / g.sw) * crs + (r * g.S + s) * g.Cg;
               for (int64_t c = 0; c < g.Cg; ++c) dst[c] += src[c];
             }
           }
