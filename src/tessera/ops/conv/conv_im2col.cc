@@ -1,17 +1,17 @@
 // im2col + GEMM convolution, forward and backward, both layouts.
 //   NCHW, per image n and group: y[Kg, PQ] = w[Kg, Cg*R*S] . cols[Cg*R*S, PQ]
 //     (forward in column blocks of PQ, or of several whole small images);
-//     grad_x: dcols = w^T . grad_y, then a
+//     grad_x: dcols = w^T . grad_y (chunks of output rows), then a
 //     per-channel col2im scatter; grad_w += grad_y[Kg, PQ] . cols^T, images
 //     (and PQ chunks) in order, in blocks of rows of cols.
 //   NHWC, rows m = (n, p, q): y[M, Kg] = cols[M, R*S*Cg] . w2^T with w2 the
 //     weights repacked to [K, R, S, Cg] (forward in row blocks); grad_x:
-//     dcols[PQ, R*S*Cg] = grad_y . w2 per image, then a gather col2im per
-//     input row; grad_w2 += grad_y^T . cols over row chunks in order, in
-//     blocks of (r, s, channels) columns.
+//     dcols[PQ, R*S*Cg] = grad_y . w2 (chunks of output rows), then a
+//     col2im scatter per block of channels; grad_w2 += grad_y^T . cols over
+//     row chunks in order, in blocks of (r, s, channels) columns.
 // Independent blocks run one per thread (single-threaded GEMMs) when there
-// are at least two per thread, else one after another with multi-threaded
-// GEMMs. Block sizes depend on the shape only, never on the thread count.
+// are at least as many as threads, else one after another with
+// multi-threaded GEMMs. Block sizes depend on the shape only, never on the thread count.
 #include <omp.h>
 
 #include <algorithm>
@@ -80,24 +80,54 @@ void Im2colNchw(const ConvGeom& g, const float* x, int64_t pq0, int64_t nb, floa
   }
 }
 
-// NCHW col2im for channel c of one image and group: gx[c] = sum of the
-// dcols rows (c, r, s) (ld apart) scattered back (fixed order r, s, p, q).
-void Col2imNchw(const ConvGeom& g, const float* dcols, int64_t ld, float* gx, int64_t c) {
+// NCHW col2im for channel c of one image and group: adds to gx[c] the dcols
+// rows (c, r, s) (ld apart; column (p - p0)*Q + q) of output rows [p0, p1),
+// in the fixed order (r, s, p, q); zeroes the plane first when `zero`.
+void Col2imNchw(const ConvGeom& g, const float* dcols, int64_t ld, float* gx, int64_t c, int64_t p0, int64_t p1,
+                bool zero) {
   float* gxc = gx + c * g.H * g.W;
-  std::memset(gxc, 0, sizeof(float) * g.H * g.W);
+  if (zero) std::memset(gxc, 0, sizeof(float) * g.H * g.W);
   for (int64_t r = 0; r < g.R; ++r) {
     for (int64_t s = 0; s < g.S; ++s) {
-      const float* src = dcols + ((c * g.R + r) * g.S + s) * ld;
+      const float* src = dcols + ((c * g.R + r) * g.S + s) * ld - p0 * g.Q;
       int64_t qlo, qhi, plo, phi;
       ValidRange(g.Q, g.W, g.sw, g.pw, s * g.dw, &qlo, &qhi);
       ValidRange(g.P, g.H, g.sh, g.ph, r * g.dh, &plo, &phi);
-      for (int64_t p = plo; p < phi; ++p) {
+      for (int64_t p = std::max(plo, p0); p < std::min(phi, p1); ++p) {
         float* row = gxc + (p * g.sh - g.ph + r * g.dh) * g.W - g.pw + s * g.dw;
         const float* srow = src + p * g.Q;
         if (g.sw == 1) {
           for (int64_t q = qlo; q < qhi; ++q) row[q] += srow[q];
         } else {
           for (int64_t q = qlo; q < qhi; ++q) row[q * g.sw] += srow[q];
+        }
+      }
+    }
+  }
+}
+
+// NHWC col2im of one image and group for channels [c0, c1): adds to gx the
+// dcols rows of output rows [p0, p1) (row (p - p0)*Q + q, columns
+// (r*S + s)*Cg + c), in the fixed order (p, q, r, s); zeroes the channels
+// of the image first when `zero` (gx points at the image, dcols at row p0).
+void Col2imNhwc(const ConvGeom& g, const float* dcols, float* gx, int64_t c0, int64_t c1, int64_t p0, int64_t p1,
+                bool zero) {
+  const int64_t crs = g.Cg * g.R * g.S, cn = c1 - c0;
+  if (zero) {
+    for (int64_t i = 0; i < g.H * g.W; ++i) std::memset(gx + i * g.C + c0, 0, sizeof(float) * cn);
+  }
+  for (int64_t p = p0; p < p1; ++p) {
+    for (int64_t q = 0; q < g.Q; ++q) {
+      const float* src = dcols + ((p - p0) * g.Q + q) * crs + c0;
+      for (int64_t r = 0; r < g.R; ++r) {
+        const int64_t h = p * g.sh - g.ph + r * g.dh;
+        if (h < 0 || h >= g.H) continue;
+        for (int64_t s = 0; s < g.S; ++s) {
+          const int64_t w = q * g.sw - g.pw + s * g.dw;
+          if (w < 0 || w >= g.W) continue;
+          float* __restrict dst = gx + (h * g.W + w) * g.C + c0;
+          const float* __restrict sv = src + (r * g.S + s) * g.Cg;
+          for (int64_t c = 0; c < cn; ++c) dst[c] += sv[c];
         }
       }
     }
@@ -233,62 +263,57 @@ void Im2colForward(const ConvGeom& g, const float* x, const float* w, const floa
 }
 
 // grad_x per block of whole images (several when images are small, so the
-// weights are packed once per block): dcols = GEMM, then col2im per image.
+// weights are packed once per block), each in chunks of output rows when
+// an image is large (dcols stays a few MiB): dcols = GEMM, then col2im.
 void Im2colBackwardX(const ConvGeom& g, const float* gy, const float* w, float* gx) {
-  const int64_t crs = g.Cg * g.R * g.S, pq = g.P * g.Q;
-  const int64_t ipb = std::max<int64_t>(1, ForwardBlock(crs) / pq), blocks = (g.N + ipb - 1) / ipb;
-  if (g.nchw()) {
-    ForTasks(blocks, [&](int64_t b) {
-      const int64_t n0 = b * ipb, ni = std::min(ipb, g.N - n0), width = ni * pq;
-      float* dcols = ConvScratch(0, crs * width);
-      float* gyb = ni > 1 ? ConvScratch(2, g.Kg * width) : nullptr;
-      for (int64_t grp = 0; grp < g.G; ++grp) {
-        const float* a = gy + (n0 * g.K + grp * g.Kg) * pq;
-        if (ni > 1) {  // gather grad_y[n0 .. n0 + ni, group] into [Kg, ni * PQ]
-          for (int64_t k = 0; k < g.Kg; ++k) {
-            for (int64_t i = 0; i < ni; ++i) {
-              std::memcpy(gyb + k * width + i * pq, gy + ((n0 + i) * g.K + grp * g.Kg + k) * pq, sizeof(float) * pq);
-            }
-          }
-          a = gyb;
-        }
-        GemmF32(true, false, crs, width, g.Kg, 1.0f, w + grp * g.Kg * crs, crs, a, ni > 1 ? width : pq, 0.0f, dcols,
-                width);
-        kern::ParallelFor(ni * g.Cg, crs * width, kern::kParallelMemoryBound, [&](int64_t u) {
-          const int64_t i = u / g.Cg, c = u % g.Cg;
-          Col2imNchw(g, dcols + i * pq, width, gx + ((n0 + i) * g.C + grp * g.Cg) * g.H * g.W, c);
-        });
-      }
-    });
-    return;
+  const int64_t crs = g.Cg * g.R * g.S, pq = g.P * g.Q, hw = g.H * g.W, target = ForwardBlock(crs);
+  const int64_t ipb = std::max<int64_t>(1, target / pq), blocks = (g.N + ipb - 1) / ipb;
+  const int64_t rows = ipb > 1 ? g.P : std::clamp<int64_t>(target / g.Q, 1, g.P);  // output rows per chunk
+  constexpr int64_t kChannelBlock = 64;
+  const float* wt = w;
+  if (!g.nchw()) {
+    float* w2 = ConvScratch(1, g.w_numel());
+    RepackToRSC(g, w, w2);
+    wt = w2;
   }
-  float* w2 = ConvScratch(1, g.w_numel());
-  RepackToRSC(g, w, w2);
   ForTasks(blocks, [&](int64_t b) {
     const int64_t n0 = b * ipb, ni = std::min(ipb, g.N - n0);
-    float* dcols = ConvScratch(0, crs * ni * pq);
+    const int64_t max_width = ni * rows * g.Q;
+    float* dcols = ConvScratch(0, crs * max_width);
+    float* gyb = g.nchw() && ni > 1 ? ConvScratch(2, g.Kg * max_width) : nullptr;
     for (int64_t grp = 0; grp < g.G; ++grp) {
-      GemmF32(false, false, ni * pq, crs, g.Kg, 1.0f, gy + n0 * pq * g.K + grp * g.Kg, g.K, w2 + grp * g.Kg * crs,
-              crs, 0.0f, dcols, crs);
-      // Gather: each input pixel sums the dcols entries that read it (r, s order).
-      kern::ParallelFor(ni * g.H, ni * g.x_numel() / g.N * g.R * g.S, kern::kParallelMemoryBound, [&](int64_t u) {
-        const int64_t i = u / g.H, h = u % g.H, n = n0 + i;
-        const float* dimg = dcols + i * pq * crs;
-        for (int64_t wi = 0; wi < g.W; ++wi) {
-          float* dst = gx + ((n * g.H + h) * g.W + wi) * g.C + grp * g.Cg;
-          std::memset(dst, 0, sizeof(float) * g.Cg);
-          for (int64_t r = 0; r < g.R; ++r) {
-            const int64_t hp = h + g.ph - r * g.dh;
-            if (hp < 0 || hp % g.sh != 0 || hp / g.sh >= g.P) continue;
-            for (int64_t s = 0; s < g.S; ++s) {
-              const int64_t wq = wi + g.pw - s * g.dw;
-              if (wq < 0 || wq % g.sw != 0 || wq / g.sw >= g.Q) continue;
-              const float* src = dimg + ((hp / g.sh) * g.Q + wq / g.sw) * crs + (r * g.S + s) * g.Cg;
-              for (int64_t c = 0; c < g.Cg; ++c) dst[c] += src[c];
+      for (int64_t p0 = 0; p0 < g.P; p0 += rows) {
+        const int64_t p1 = std::min(g.P, p0 + rows), width = ni * (p1 - p0) * g.Q;
+        if (g.nchw()) {
+          const float* a = gy + (n0 * g.K + grp * g.Kg) * pq + p0 * g.Q;
+          if (ni > 1) {  // gather grad_y[n0 .. n0 + ni, group] into [Kg, ni * PQ]
+            for (int64_t k = 0; k < g.Kg; ++k) {
+              for (int64_t i = 0; i < ni; ++i) {
+                std::memcpy(gyb + k * width + i * pq, gy + ((n0 + i) * g.K + grp * g.Kg + k) * pq,
+                            sizeof(float) * pq);
+              }
             }
+            a = gyb;
           }
+          GemmF32(true, false, crs, width, g.Kg, 1.0f, wt + grp * g.Kg * crs, crs, a, ni > 1 ? width : pq, 0.0f,
+                  dcols, width);
+          kern::ParallelFor(ni * g.Cg, crs * width, kern::kParallelMemoryBound, [&](int64_t u) {
+            const int64_t i = u / g.Cg, c = u % g.Cg;
+            Col2imNchw(g, dcols + i * pq, width, gx + ((n0 + i) * g.C + grp * g.Cg) * hw, c, p0, p1, p0 == 0);
+          });
+        } else {
+          // Rows of grad_y (n, p, q) are contiguous over the block's images.
+          const int64_t m0 = ni > 1 ? n0 * pq : n0 * pq + p0 * g.Q;
+          GemmF32(false, false, width, crs, g.Kg, 1.0f, gy + m0 * g.K + grp * g.Kg, g.K, wt + grp * g.Kg * crs, crs,
+                  0.0f, dcols, crs);
+          const int64_t cblocks = (g.Cg + kChannelBlock - 1) / kChannelBlock;
+          kern::ParallelFor(ni * cblocks, crs * width, kern::kParallelMemoryBound, [&](int64_t u) {
+            const int64_t i = u / cblocks, c0 = (u % cblocks) * kChannelBlock;
+            const int64_t c1 = std::min(g.Cg, c0 + kChannelBlock);
+            Col2imNhwc(g, dcols + i * pq * crs, gx + (n0 + i) * hw * g.C + grp * g.Cg, c0, c1, p0, p1, p0 == 0);
+          });
         }
-      });
+      }
     }
   });
 }
@@ -319,11 +344,12 @@ void Im2colBackwardW(const ConvGeom& g, const float* gy, const float* x, float* 
     return;
   }
   // NHWC: a task owns the columns (r, s0 .. s1, c0 .. c1) of one group's
-  // [Kg, R*S*Cg] matrix: one s and a block of channels, or (Cg <= 32) all
-  // of S and all channels (contiguous columns either way).
+  // [Kg, R*S*Cg] matrix: one s and a block of channels, or (S*Cg <= 256)
+  // all of S and all channels (contiguous columns either way).
   const int64_t m = g.N * pq;
-  const bool whole_rows = g.Cg <= 32;
-  const int64_t cb = whole_rows ? g.Cg : std::clamp<int64_t>((g.Cg / 2 + 31) / 32 * 32, 32, 128);
+  // Wide blocks: every task packs its own copy of grad_y's chunk.
+  const bool whole_rows = g.S * g.Cg <= 256;
+  const int64_t cb = whole_rows ? g.Cg : std::min<int64_t>(g.Cg, 128);
   const int64_t cblocks = (g.Cg + cb - 1) / cb, per_r = whole_rows ? 1 : g.S * cblocks;
   const int64_t width = whole_rows ? g.S * g.Cg : cb, chunk = BlockExtent(width, 1 << 16, m);
   float* gw2 = ConvScratch(1, g.w_numel());

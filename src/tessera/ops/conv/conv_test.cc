@@ -130,6 +130,9 @@ std::vector<Spec> Specs() {
   v.push_back({1, 2, 1, 1, 3, 3, 3, 1, 1, 1, 1});                      // 1x1 image, 3x3 filter padded
   v.push_back({4, 16, 17, 15, 24, 3, 3, 1, 1, 1, 1});                  // big enough to thread
   v.push_back({2, 12, 13, 11, 18, 3, 3, 2, 2, 1, 1, 1, 1, 3});         // groups 3, stride 2
+  v.push_back({1, 2, 40, 37, 3, 3, 3, 1, 1, 1, 1});                    // large image: grad_x in row chunks
+  v.push_back({2, 4, 33, 29, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2});           // ... with groups
+  v.push_back({1, 3, 45, 41, 4, 5, 3, 2, 1, 2, 1, 2, 1});              // ... strided, dilated
   return v;
 }
 
@@ -233,7 +236,8 @@ TEST(Conv2d, BackwardMatchesFiniteDifferences) {
 
 TEST(Conv2d, ResultsDoNotDependOnThreadCount) {
   const Spec specs[] = {{5, 16, 19, 17, 24, 3, 3, 1, 1, 1, 1},       {6, 32, 12, 11, 40, 1, 1},
-                        {4, 24, 15, 13, 48, 3, 3, 2, 2, 1, 1, 1, 1, 24}, {3, 8, 29, 31, 12, 5, 5, 2, 2, 2, 2, 1, 1, 2}};
+                        {4, 24, 15, 13, 48, 3, 3, 2, 2, 1, 1, 1, 1, 24}, {3, 8, 29, 31, 12, 5, 5, 2, 2, 2, 2, 1, 1, 2},
+                        {2, 6, 41, 38, 10, 3, 3, 1, 1, 1, 1}};
   const int saved = omp_get_max_threads();
   for (const Spec& s : specs) {
     for (ImageLayout layout : {ImageLayout::kNCHW, ImageLayout::kNHWC}) {
