@@ -325,7 +325,9 @@ void Im2colBackwardX(const ConvGeom& g, const float* gy, const float* w, float* 
 void Im2colBackwardW(const ConvGeom& g, const float* gy, const float* x, float* gw) {
   const int64_t crs = g.Cg * g.R * g.S, pq = g.P * g.Q;
   if (g.nchw()) {
-    const int64_t rb = std::clamp<int64_t>((crs + 7) / 8 + 7, 16, 96) / 8 * 8, blocks = (crs + rb - 1) / rb;
+    // Blocks of a multiple of 32 rows of cols (whole 32-wide column tiles of
+    // the GEMM kernel), about 8 blocks per group.
+    const int64_t rb = std::clamp<int64_t>((crs / 8 + 31) / 32 * 32, 32, 128), blocks = (crs + rb - 1) / rb;
     const int64_t chunk = BlockExtent(rb, 1 << 16, pq);
     ForTasks(g.G * blocks, [&](int64_t t) {
       const int64_t grp = t / blocks, row0 = (t % blocks) * rb, row1 = std::min(crs, row0 + rb);
