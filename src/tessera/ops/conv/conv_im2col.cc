@@ -346,12 +346,34 @@ void Im2colBackwardW(const ConvGeom& g, const float* gy, const float* x, float* 
     return;
   }
   // NHWC: a task owns the columns (r, s0 .. s1, c0 .. c1) of one group's
-  // [Kg, R*S*Cg] matrix: one s and a block of channels, or (S*Cg <= 256)
-  // all of S and all channels (contiguous columns either way).
+  // [Kg, R*S*Cg] matrix: one s and a block of channels, or all of S and
+  // all channels (contiguous columns either way).
   const int64_t m = g.N * pq;
-  // Wide blocks: every task packs its own copy of grad_y's chunk.
-  const bool whole_rows = g.S * g.Cg <= 256;
-  const int64_t cb = whole_rows ? g.Cg : std::min<int64_t>(g.Cg, 128);
+  // Blocks as wide as possible (every task packs its own copy of grad_y's
+  // chunk) while giving at least 8 tasks, unless narrowing further would go
+  // below 32 columns: whole filter rows, then one s with all channels, then
+  // 128, 64, 32 channels. A function of the shape only.
+  bool whole_rows = true;
+  int64_t cb = g.Cg;
+  {
+    const int64_t options[] = {0, g.Cg, 128, 64, 32};  // 0: whole rows
+    int64_t chosen = 0;
+    for (size_t i = 0; i < std::size(options); ++i) {
+      const int64_t c = options[i];
+      if (i > 1 && c >= g.Cg) continue;
+      const int64_t tasks = c == 0 ? g.G * g.R : g.G * g.R * g.S * ((g.Cg + c - 1) / c);
+      chosen = c;
+      if (tasks >= 8) break;
+      int64_t next = -1;  // width of the next narrower option
+      for (size_t j = i + 1; j < std::size(options) && next < 0; ++j) {
+        if (j > 1 && options[j] >= g.Cg) continue;
+        next = options[j];
+      }
+      if (next < 32) break;
+    }
+    whole_rows = chosen == 0;
+    cb = whole_rows ? g.Cg : chosen;
+  }
   const int64_t cblocks = (g.Cg + cb - 1) / cb, per_r = whole_rows ? 1 : g.S * cblocks;
   const int64_t width = whole_rows ? g.S * g.Cg : cb, chunk = BlockExtent(width, 1 << 16, m);
   float* gw2 = ConvScratch(1, g.w_numel());
