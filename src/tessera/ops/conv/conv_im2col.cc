@@ -349,6 +349,20 @@ void Im2colBackwardW(const ConvGeom& g, const float* gy, const float* x, float* 
   // [Kg, R*S*Cg] matrix: one s and a block of channels, or all of S and
   // all channels (contiguous columns either way).
   const int64_t m = g.N * pq;
+  if (crs * m <= (int64_t{1} << 22)) {
+    // Small enough for all of cols (<= 16 MiB): one im2col and one
+    // multi-threaded GEMM per group, two parallel regions each.
+    float* gw2 = ConvScratch(1, g.w_numel());
+    float* cols = ConvScratch(0, crs * m);
+    for (int64_t grp = 0; grp < g.G; ++grp) {
+      kern::ParallelFor((m + 63) / 64, crs * m, kern::kParallelMemoryBound, [&](int64_t b) {
+        Im2colNhwcRows(g, x + grp * g.Cg, 0, b * 64, std::min(m, b * 64 + 64), cols);
+      });
+      GemmF32(true, false, g.Kg, crs, m, 1.0f, gy + grp * g.Kg, g.K, cols, crs, 0.0f, gw2 + grp * g.Kg * crs, crs);
+    }
+    RepackFromRSC(g, gw2, gw);
+    return;
+  }
   // Blocks as wide as possible (every task packs its own copy of grad_y's
   // chunk) while giving at least 8 tasks, unless narrowing further would go
   // below 32 columns: whole filter rows, then one s with all channels, then
