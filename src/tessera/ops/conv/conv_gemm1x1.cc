@@ -1,6 +1,7 @@
 // 1x1 convolution with stride 1 and no padding as plain GEMMs on the
 // activations (no im2col), per group:
-//   NCHW, per image: y[Kg, HW] = w[Kg, Cg] . x[Cg, HW];
+//   NCHW, per image: y[Kg, HW] = w[Kg, Cg] . x[Cg, HW] (images under 128
+//     pixels: the im2col kernels, which batch several images per GEMM);
 //     grad_x[Cg, HW] = w^T . grad_y; grad_w += grad_y[Kg, HW] . x^T (images in order,
 //     in blocks of grad_w).
 //   NHWC: y[NHW, Kg] = x[NHW, Cg] . w^T; grad_x = grad_y . w;
@@ -26,8 +27,15 @@ void ForImages(int64_t n, F&& f) {
 
 }  // namespace
 
+// NCHW images smaller than this many pixels go through the im2col kernels,
+// which put several images into one GEMM (the weights are then packed once
+// per block of images instead of once per image); for a 1x1 filter their
+// im2col / col2im are plain copies.
+constexpr int64_t kSmallImage = 128;
+
 void Gemm1x1Forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y) {
   const int64_t hw = g.H * g.W, m = g.N * hw;
+  if (g.nchw() && hw < kSmallImage) return Im2colForward(g, x, w, bias, y);
   if (g.nchw()) {
     ForImages(g.N, [&](int64_t n) {
       for (int64_t grp = 0; grp < g.G; ++grp) {
@@ -60,6 +68,7 @@ void Gemm1x1Forward(const ConvGeom& g, const float* x, const float* w, const flo
 
 void Gemm1x1BackwardX(const ConvGeom& g, const float* gy, const float* w, float* gx) {
   const int64_t hw = g.H * g.W, m = g.N * hw;
+  if (g.nchw() && hw < kSmallImage) return Im2colBackwardX(g, gy, w, gx);
   if (g.nchw()) {
     ForImages(g.N, [&](int64_t n) {
       for (int64_t grp = 0; grp < g.G; ++grp) {
