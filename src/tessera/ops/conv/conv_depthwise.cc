@@ -63,12 +63,15 @@ void DepthwiseForward(const ConvGeom& g, const float* x, const float* w, const f
           const int64_t h = p * g.sh - g.ph + r * g.dh;
           if (h < 0 || h >= g.H) continue;
           for (int64_t s = 0; s < g.S; ++s) {
-            const float* __restrict xr = xc + h * g.W - g.pw + s * g.dw;
+            const int64_t lo = qr[s].lo, nq = qr[s].hi - lo;
+            if (nq <= 0) continue;
+            const float* __restrict xr = xc + h * g.W + lo * g.sw - g.pw + s * g.dw;  // input of output lo
+            float* __restrict yq = yrow + lo;
             const float wv = wk[r * g.S + s];
             if (g.sw == 1) {
-              for (int64_t q = qr[s].lo; q < qr[s].hi; ++q) yrow[q] += wv * xr[q];
+              for (int64_t t = 0; t < nq; ++t) yq[t] += wv * xr[t];
             } else {
-              for (int64_t q = qr[s].lo; q < qr[s].hi; ++q) yrow[q] += wv * xr[q * g.sw];
+              for (int64_t t = 0; t < nq; ++t) yq[t] += wv * xr[t * g.sw];
             }
           }
         }
@@ -125,12 +128,15 @@ void DepthwiseBackwardX(const ConvGeom& g, const float* gy, const float* w, floa
             const int64_t h = p * g.sh - g.ph + r * g.dh;
             if (h < 0 || h >= g.H) continue;
             for (int64_t s = 0; s < g.S; ++s) {
-              float* __restrict row = gxc + h * g.W - g.pw + s * g.dw;
+              const int64_t lo = qr[s].lo, nq = qr[s].hi - lo;
+              if (nq <= 0) continue;
+              float* __restrict row = gxc + h * g.W + lo * g.sw - g.pw + s * g.dw;  // read by output lo
+              const float* __restrict gq = gyrow + lo;
               const float wv = wk[r * g.S + s];
               if (g.sw == 1) {
-                for (int64_t q = qr[s].lo; q < qr[s].hi; ++q) row[q] += wv * gyrow[q];
+                for (int64_t t = 0; t < nq; ++t) row[t] += wv * gq[t];
               } else {
-                for (int64_t q = qr[s].lo; q < qr[s].hi; ++q) row[q * g.sw] += wv * gyrow[q];
+                for (int64_t t = 0; t < nq; ++t) row[t * g.sw] += wv * gq[t];
               }
             }
           }
@@ -187,13 +193,15 @@ void DepthwiseBackwardW(const ConvGeom& g, const float* gy, const float* x, floa
             const int64_t h = p * g.sh - g.ph + r * g.dh;
             if (h < 0 || h >= g.H) continue;
             for (int64_t s = 0; s < g.S; ++s) {
-              const float* __restrict xr = xc + h * g.W - g.pw + s * g.dw;
-              float* __restrict acc = part.data() + (r * g.S + s) * g.Q;
-              const int64_t lo = qr[s].lo, hi = qr[s].hi;
+              const int64_t lo = qr[s].lo, nq = qr[s].hi - lo;
+              if (nq <= 0) continue;
+              const float* __restrict xr = xc + h * g.W + lo * g.sw - g.pw + s * g.dw;  // input of output lo
+              const float* __restrict gq = gyrow + lo;
+              float* __restrict acc = part.data() + (r * g.S + s) * g.Q + lo;
               if (g.sw == 1) {
-                for (int64_t q = lo; q < hi; ++q) acc[q] += gyrow[q] * xr[q];
+                for (int64_t t = 0; t < nq; ++t) acc[t] += gq[t] * xr[t];
               } else {
-                for (int64_t q = lo; q < hi; ++q) acc[q] += gyrow[q] * xr[q * g.sw];
+                for (int64_t t = 0; t < nq; ++t) acc[t] += gq[t] * xr[t * g.sw];
               }
             }
           }

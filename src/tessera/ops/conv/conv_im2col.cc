@@ -62,16 +62,19 @@ void Im2colNchw(const ConvGeom& g, const float* x, int64_t pq0, int64_t nb, floa
       if (h < 0 || h >= g.H) {
         std::memset(dst + j, 0, sizeof(float) * run);
       } else {
-        const float* xrow = xc + h * g.W - g.pw + s * g.dw;
+        // Output columns q .. qend go to dst[j ..]; [a, b) read the input.
         const int64_t a = std::clamp(qlo, q, qend), b = std::clamp(qhi, a, qend);
-        float* d = dst + j - q;
-        for (int64_t qq = q; qq < a; ++qq) d[qq] = 0.0f;
-        if (g.sw == 1) {
-          std::memcpy(d + a, xrow + a, sizeof(float) * (b - a));
-        } else {
-          for (int64_t qq = a; qq < b; ++qq) d[qq] = xrow[qq * g.sw];
+        float* d = dst + j;
+        std::memset(d, 0, sizeof(float) * (a - q));
+        if (b > a) {
+          const float* xs = xc + h * g.W + a * g.sw - g.pw + s * g.dw;
+          if (g.sw == 1) {
+            std::memcpy(d + (a - q), xs, sizeof(float) * (b - a));
+          } else {
+            for (int64_t t = 0; t < b - a; ++t) d[a - q + t] = xs[t * g.sw];
+          }
         }
-        for (int64_t qq = b; qq < qend; ++qq) d[qq] = 0.0f;
+        std::memset(d + (b - q), 0, sizeof(float) * (qend - b));
       }
       j += run;
       q = 0;
@@ -89,17 +92,18 @@ void Col2imNchw(const ConvGeom& g, const float* dcols, int64_t ld, float* gx, in
   if (zero) std::memset(gxc, 0, sizeof(float) * g.H * g.W);
   for (int64_t r = 0; r < g.R; ++r) {
     for (int64_t s = 0; s < g.S; ++s) {
-      const float* src = dcols + ((c * g.R + r) * g.S + s) * ld - p0 * g.Q;
+      const float* src = dcols + ((c * g.R + r) * g.S + s) * ld;
       int64_t qlo, qhi, plo, phi;
       ValidRange(g.Q, g.W, g.sw, g.pw, s * g.dw, &qlo, &qhi);
       ValidRange(g.P, g.H, g.sh, g.ph, r * g.dh, &plo, &phi);
+      if (qhi <= qlo) continue;
       for (int64_t p = std::max(plo, p0); p < std::min(phi, p1); ++p) {
-        float* row = gxc + (p * g.sh - g.ph + r * g.dh) * g.W - g.pw + s * g.dw;
-        const float* srow = src + p * g.Q;
+        float* __restrict row = gxc + (p * g.sh - g.ph + r * g.dh) * g.W + qlo * g.sw - g.pw + s * g.dw;
+        const float* __restrict srow = src + (p - p0) * g.Q + qlo;
         if (g.sw == 1) {
-          for (int64_t q = qlo; q < qhi; ++q) row[q] += srow[q];
+          for (int64_t t = 0; t < qhi - qlo; ++t) row[t] += srow[t];
         } else {
-          for (int64_t q = qlo; q < qhi; ++q) row[q * g.sw] += srow[q];
+          for (int64_t t = 0; t < qhi - qlo; ++t) row[t * g.sw] += srow[t];
         }
       }
     }
