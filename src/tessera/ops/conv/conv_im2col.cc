@@ -142,11 +142,19 @@ void Col2imNhwc(const ConvGeom& g, const float* dcols, float* gx, int64_t c0, in
 // m0 + i, i < mb (x points at channel 0 of the group).
 void Im2colNhwcRows(const ConvGeom& g, const float* x, int64_t m0, int64_t i_begin, int64_t i_end, float* cols) {
   const int64_t rsc = g.R * g.S * g.Cg, pq = g.P * g.Q;
+  // One group, no dilation: a filter row inside the image is one contiguous
+  // run of S*C input values.
+  const bool dense = g.G == 1 && g.dw == 1;
   for (int64_t i = i_begin; i < i_end; ++i) {
     const int64_t m = m0 + i, n = m / pq, p = (m % pq) / g.Q, q = m % g.Q;
     float* dst = cols + i * rsc;
     for (int64_t r = 0; r < g.R; ++r) {
-      const int64_t h = p * g.sh - g.ph + r * g.dh;
+      const int64_t h = p * g.sh - g.ph + r * g.dh, w0 = q * g.sw - g.pw;
+      if (dense && h >= 0 && h < g.H && w0 >= 0 && w0 + g.S <= g.W) {
+        std::memcpy(dst, x + ((n * g.H + h) * g.W + w0) * g.C, sizeof(float) * g.S * g.C);
+        dst += g.S * g.Cg;
+        continue;
+      }
       for (int64_t s = 0; s < g.S; ++s, dst += g.Cg) {
         const int64_t w = q * g.sw - g.pw + s * g.dw;
         if (h < 0 || h >= g.H || w < 0 || w >= g.W) {
@@ -407,6 +415,11 @@ void Im2colBackwardW(const ConvGeom& g, const float* gy, const float* x, float* 
         const int64_t mm = m0 + j, n = mm / pq, p = (mm % pq) / g.Q, q = mm % g.Q;
         const int64_t h = p * g.sh - g.ph + r * g.dh;
         float* dst = cols + j * cols_n;
+        const int64_t w0 = q * g.sw - g.pw;
+        if (whole_rows && g.G == 1 && g.dw == 1 && h >= 0 && h < g.H && w0 >= 0 && w0 + g.S <= g.W) {
+          std::memcpy(dst, x + ((n * g.H + h) * g.W + w0) * g.C, sizeof(float) * g.S * g.C);  // one run
+          continue;
+        }
         for (int64_t s = s0; s < s1; ++s, dst += cn) {
           const int64_t w = q * g.sw - g.pw + s * g.dw;
           if (h < 0 || h >= g.H || w < 0 || w >= g.W) {
