@@ -387,7 +387,9 @@ void Im2colBackwardW(const ConvGeom& g, const float* gy, const float* x, float* 
     for (size_t i = 0; i < std::size(options); ++i) {
       const int64_t c = options[i];
       if (i > 1 && c >= g.Cg) continue;
-      const int64_t tasks = c == 0 ? g.G * g.R : g.G * g.R * g.S * ((g.Cg + c - 1) / c);
+      const int64_t rows_per_task = std::clamp<int64_t>((64 + g.S * g.Cg - 1) / (g.S * g.Cg), 1, g.R);
+      const int64_t tasks = c == 0 ? g.G * ((g.R + rows_per_task - 1) / rows_per_task)
+                                   : g.G * g.R * g.S * ((g.Cg + c - 1) / c);
       chosen = c;
       if (tasks >= 8) break;
       int64_t next = -1;  // width of the next narrower option
@@ -400,37 +402,45 @@ void Im2colBackwardW(const ConvGeom& g, const float* gy, const float* x, float* 
     whole_rows = chosen == 0;
     cb = whole_rows ? g.Cg : chosen;
   }
+  // Whole filter rows: several rows per task when a row is narrow (conv1:
+  // S*Cg = 21), so the GEMM gets >= 64 columns.
+  const int64_t rpt = whole_rows ? std::clamp<int64_t>((64 + g.S * g.Cg - 1) / (g.S * g.Cg), 1, g.R) : 1;
+  const int64_t rblocks = (g.R + rpt - 1) / rpt;
   const int64_t cblocks = (g.Cg + cb - 1) / cb, per_r = whole_rows ? 1 : g.S * cblocks;
-  const int64_t width = whole_rows ? g.S * g.Cg : cb, chunk = BlockExtent(width, 1 << 16, m);
+  const int64_t width = whole_rows ? rpt * g.S * g.Cg : cb, chunk = BlockExtent(width, 1 << 16, m);
   float* gw2 = ConvScratch(1, g.w_numel());
-  ForTasks(g.G * g.R * per_r, [&](int64_t t) {
-    const int64_t grp = t / (g.R * per_r), r = (t / per_r) % g.R, u = t % per_r;
+  ForTasks(g.G * rblocks * per_r, [&](int64_t t) {
+    const int64_t grp = t / (rblocks * per_r), r0 = (t / per_r) % rblocks * rpt, u = t % per_r;
+    const int64_t r1 = std::min(g.R, r0 + rpt);
     const int64_t s0 = whole_rows ? 0 : u / cblocks, s1 = whole_rows ? g.S : s0 + 1;
     const int64_t c0 = whole_rows ? 0 : (u % cblocks) * cb, cn = std::min(cb, g.Cg - c0);
-    const int64_t cols_n = (s1 - s0) * cn;
+    const int64_t cols_n = (r1 - r0) * (s1 - s0) * cn;
     float* cols = ConvScratch(0, cols_n * chunk);
     for (int64_t m0 = 0; m0 < m; m0 += chunk) {
       const int64_t mb = std::min(chunk, m - m0);
       for (int64_t j = 0; j < mb; ++j) {
         const int64_t mm = m0 + j, n = mm / pq, p = (mm % pq) / g.Q, q = mm % g.Q;
-        const int64_t h = p * g.sh - g.ph + r * g.dh;
-        float* dst = cols + j * cols_n;
         const int64_t w0 = q * g.sw - g.pw;
-        if (whole_rows && g.G == 1 && g.dw == 1 && h >= 0 && h < g.H && w0 >= 0 && w0 + g.S <= g.W) {
-          std::memcpy(dst, x + ((n * g.H + h) * g.W + w0) * g.C, sizeof(float) * g.S * g.C);  // one run
-          continue;
-        }
-        for (int64_t s = s0; s < s1; ++s, dst += cn) {
-          const int64_t w = q * g.sw - g.pw + s * g.dw;
-          if (h < 0 || h >= g.H || w < 0 || w >= g.W) {
-            std::memset(dst, 0, sizeof(float) * cn);
-          } else {
-            std::memcpy(dst, x + ((n * g.H + h) * g.W + w) * g.C + grp * g.Cg + c0, sizeof(float) * cn);
+        float* dst = cols + j * cols_n;
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t h = p * g.sh - g.ph + r * g.dh;
+          if (whole_rows && g.G == 1 && g.dw == 1 && h >= 0 && h < g.H && w0 >= 0 && w0 + g.S <= g.W) {
+            std::memcpy(dst, x + ((n * g.H + h) * g.W + w0) * g.C, sizeof(float) * g.S * g.C);  // one run
+            dst += g.S * g.C;
+            continue;
+          }
+          for (int64_t s = s0; s < s1; ++s, dst += cn) {
+            const int64_t w = q * g.sw - g.pw + s * g.dw;
+            if (h < 0 || h >= g.H || w < 0 || w >= g.W) {
+              std::memset(dst, 0, sizeof(float) * cn);
+            } else {
+              std::memcpy(dst, x + ((n * g.H + h) * g.W + w) * g.C + grp * g.Cg + c0, sizeof(float) * cn);
+            }
           }
         }
       }
       GemmF32(true, false, g.Kg, cols_n, mb, 1.0f, gy + m0 * g.K + grp * g.Kg, g.K, cols, cols_n,
-              m0 == 0 ? 0.0f : 1.0f, gw2 + grp * g.Kg * crs + (r * g.S + s0) * g.Cg + c0, crs);
+              m0 == 0 ? 0.0f : 1.0f, gw2 + grp * g.Kg * crs + (r0 * g.S + s0) * g.Cg + c0, crs);
     }
   });
   RepackFromRSC(g, gw2, gw);
