@@ -41,11 +41,16 @@ struct Index {
   int64_t w(int64_t k, int64_t c, int64_t r, int64_t s) const { return ((k * g.Cg + c) * g.R + r) * g.S + s; }
 };
 
+// The scalar loops take ~1 ns per multiply-add: below ~64k of them (flops
+// counts two each) a parallel region costs more than it saves, and far more
+// when the cores are busy and a woken worker waits a scheduler tick.
+constexpr int64_t kDirectParallel = 1 << 17;
+
 }  // namespace
 
 void DirectForward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y) {
   const Index ix{g};
-  kern::ParallelFor(g.N * g.K, static_cast<int64_t>(g.flops()), kern::kParallelComputeBound, [&](int64_t t) {
+  kern::ParallelFor(g.N * g.K, static_cast<int64_t>(g.flops()), kDirectParallel, [&](int64_t t) {
     const int64_t n = t / g.K, k = t % g.K, c0 = (k / g.Kg) * g.Cg;
     for (int64_t p = 0; p < g.P; ++p) {
       for (int64_t q = 0; q < g.Q; ++q) {
@@ -69,7 +74,7 @@ void DirectForward(const ConvGeom& g, const float* x, const float* w, const floa
 
 void DirectBackwardX(const ConvGeom& g, const float* gy, const float* w, float* gx) {
   const Index ix{g};
-  kern::ParallelFor(g.N * g.C, static_cast<int64_t>(g.flops()), kern::kParallelComputeBound, [&](int64_t t) {
+  kern::ParallelFor(g.N * g.C, static_cast<int64_t>(g.flops()), kDirectParallel, [&](int64_t t) {
     const int64_t n = t / g.C, c = t % g.C, grp = c / g.Cg, cl = c % g.Cg;
     for (int64_t h = 0; h < g.H; ++h) {
       for (int64_t ww = 0; ww < g.W; ++ww) {
@@ -94,7 +99,7 @@ void DirectBackwardX(const ConvGeom& g, const float* gy, const float* w, float* 
 
 void DirectBackwardW(const ConvGeom& g, const float* gy, const float* x, float* gw) {
   const Index ix{g};
-  kern::ParallelFor(g.K * g.Cg, static_cast<int64_t>(g.flops()), kern::kParallelComputeBound, [&](int64_t t) {
+  kern::ParallelFor(g.K * g.Cg, static_cast<int64_t>(g.flops()), kDirectParallel, [&](int64_t t) {
     const int64_t k = t / g.Cg, cl = t % g.Cg, c = (k / g.Kg) * g.Cg + cl;
     for (int64_t r = 0; r < g.R; ++r) {
       for (int64_t s = 0; s < g.S; ++s) {
