@@ -19,10 +19,11 @@ namespace {
 
 // One task (image or block) per thread when there are at least as many as
 // threads (single-threaded GEMMs), else in turn with multi-threaded GEMMs.
+// Problems under ~64k multiply-adds stay on the calling thread.
 template <typename F>
-void ForImages(int64_t n, F&& f) {
+void ForImages(const ConvGeom& g, int64_t n, F&& f) {
   const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  kern::ParallelFor(n, threads > 1 && n >= threads ? 1 : 0, 0, f);
+  kern::ParallelFor(n, threads > 1 && n >= threads && g.flops() > (1 << 17) ? 1 : 0, 0, f);
 }
 
 }  // namespace
@@ -37,7 +38,7 @@ void Gemm1x1Forward(const ConvGeom& g, const float* x, const float* w, const flo
   const int64_t hw = g.H * g.W, m = g.N * hw;
   if (g.nchw() && hw < kSmallImage) return Im2colForward(g, x, w, bias, y);
   if (g.nchw()) {
-    ForImages(g.N, [&](int64_t n) {
+    ForImages(g, g.N, [&](int64_t n) {
       for (int64_t grp = 0; grp < g.G; ++grp) {
         float* yg = y + (n * g.K + grp * g.Kg) * hw;
         GemmF32(false, false, g.Kg, hw, g.Cg, 1.0f, w + grp * g.Kg * g.Cg, g.Cg, x + (n * g.C + grp * g.Cg) * hw, hw,
@@ -70,7 +71,7 @@ void Gemm1x1BackwardX(const ConvGeom& g, const float* gy, const float* w, float*
   const int64_t hw = g.H * g.W, m = g.N * hw;
   if (g.nchw() && hw < kSmallImage) return Im2colBackwardX(g, gy, w, gx);
   if (g.nchw()) {
-    ForImages(g.N, [&](int64_t n) {
+    ForImages(g, g.N, [&](int64_t n) {
       for (int64_t grp = 0; grp < g.G; ++grp) {
         GemmF32(true, false, g.Cg, hw, g.Kg, 1.0f, w + grp * g.Kg * g.Cg, g.Cg, gy + (n * g.K + grp * g.Kg) * hw, hw,
                 0.0f, gx + (n * g.C + grp * g.Cg) * hw, hw);
@@ -91,7 +92,7 @@ void Gemm1x1BackwardW(const ConvGeom& g, const float* gy, const float* x, float*
     // each summing its GEMMs over the images in order: one parallel region.
     const int64_t cb = std::clamp<int64_t>((g.Cg / 2 + 31) / 32 * 32, 32, 256), cblocks = (g.Cg + cb - 1) / cb;
     const int64_t kb = 256, kblocks = (g.Kg + kb - 1) / kb;
-    ForImages(g.G * kblocks * cblocks, [&](int64_t t) {
+    ForImages(g, g.G * kblocks * cblocks, [&](int64_t t) {
       const int64_t grp = t / (kblocks * cblocks), k0 = (t / cblocks) % kblocks * kb, c0 = t % cblocks * cb;
       const int64_t kn = std::min(kb, g.Kg - k0), cn = std::min(cb, g.Cg - c0);
       for (int64_t n = 0; n < g.N; ++n) {

@@ -38,10 +38,12 @@ void ValidRange(int64_t out, int64_t in, int64_t stride, int64_t pad, int64_t of
 // threads, else serially (so the GEMMs inside thread themselves). Parallel
 // regions are kept few: on a loaded machine a woken OpenMP worker can wait
 // a scheduler tick per region.
+// Problems under ~64k multiply-adds stay on the calling thread.
 template <typename F>
-void ForTasks(int64_t tasks, F&& f) {
+void ForTasks(const ConvGeom& g, int64_t tasks, F&& f) {
   const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  kern::ParallelFor(tasks, threads > 1 && tasks >= threads ? 1 : 0, 0, f);
+  const bool parallel = threads > 1 && tasks >= threads && g.flops() > (1 << 17);
+  kern::ParallelFor(tasks, parallel ? 1 : 0, 0, f);
 }
 
 // NCHW: cols[i, j] = x[c, h, w] for the rows i = (c*R + r)*S + s - row0 of
@@ -209,7 +211,7 @@ void Im2colForward(const ConvGeom& g, const float* x, const float* w, const floa
   if (g.nchw() && pq >= ForwardBlock(crs)) {
     // Blocks of output positions of one image: GEMM straight into y.
     const int64_t nb = ForwardBlock(crs, pq), blocks = (pq + nb - 1) / nb;
-    ForTasks(g.N * g.G * blocks, [&](int64_t t) {
+    ForTasks(g, g.N * g.G * blocks, [&](int64_t t) {
       const int64_t b = t % blocks, grp = (t / blocks) % g.G, n = t / blocks / g.G;
       const int64_t pq0 = b * nb, nbb = std::min(nb, pq - pq0);
       float* cols = ConvScratch(0, crs * nbb);
@@ -232,7 +234,7 @@ void Im2colForward(const ConvGeom& g, const float* x, const float* w, const floa
     // Small images: several whole images per GEMM (columns (image, p, q)),
     // the result copied into y.
     const int64_t ipb = std::max<int64_t>(1, ForwardBlock(crs) / pq), blocks = (g.N + ipb - 1) / ipb;
-    ForTasks(g.G * blocks, [&](int64_t t) {
+    ForTasks(g, g.G * blocks, [&](int64_t t) {
       const int64_t grp = t / blocks, n0 = (t % blocks) * ipb, ni = std::min(ipb, g.N - n0), width = ni * pq;
       float* cols = ConvScratch(0, crs * width);
       float* out = ConvScratch(2, g.Kg * width);
@@ -256,7 +258,7 @@ void Im2colForward(const ConvGeom& g, const float* x, const float* w, const floa
   const int64_t m = g.N * pq, mb = std::min(m, ForwardBlock(crs, m)), blocks = (m + mb - 1) / mb;
   float* w2 = ConvScratch(1, g.w_numel());
   RepackToRSC(g, w, w2);
-  ForTasks(blocks, [&](int64_t b) {
+  ForTasks(g, blocks, [&](int64_t b) {
     const int64_t m0 = b * mb, mbb = std::min(mb, m - m0);
     float* cols = ConvScratch(0, crs * mbb);
     for (int64_t grp = 0; grp < g.G; ++grp) {
@@ -288,7 +290,7 @@ void Im2colBackwardX(const ConvGeom& g, const float* gy, const float* w, float* 
     RepackToRSC(g, w, w2);
     wt = w2;
   }
-  ForTasks(blocks, [&](int64_t b) {
+  ForTasks(g, blocks, [&](int64_t b) {
     const int64_t n0 = b * ipb, ni = std::min(ipb, g.N - n0);
     const int64_t max_width = ni * rows * g.Q;
     float* dcols = ConvScratch(0, crs * max_width);
@@ -341,7 +343,7 @@ void Im2colBackwardW(const ConvGeom& g, const float* gy, const float* x, float* 
     // the GEMM kernel), about 8 blocks per group.
     const int64_t rb = std::clamp<int64_t>((crs / 8 + 31) / 32 * 32, 32, 128), blocks = (crs + rb - 1) / rb;
     const int64_t chunk = BlockExtent(rb, 1 << 16, pq);
-    ForTasks(g.G * blocks, [&](int64_t t) {
+    ForTasks(g, g.G * blocks, [&](int64_t t) {
       const int64_t grp = t / blocks, row0 = (t % blocks) * rb, row1 = std::min(crs, row0 + rb);
       float* cols = ConvScratch(0, (row1 - row0) * chunk);
       for (int64_t n = 0; n < g.N; ++n) {
@@ -409,7 +411,7 @@ void Im2colBackwardW(const ConvGeom& g, const float* gy, const float* x, float* 
   const int64_t cblocks = (g.Cg + cb - 1) / cb, per_r = whole_rows ? 1 : g.S * cblocks;
   const int64_t width = whole_rows ? rpt * g.S * g.Cg : cb, chunk = BlockExtent(width, 1 << 16, m);
   float* gw2 = ConvScratch(1, g.w_numel());
-  ForTasks(g.G * rblocks * per_r, [&](int64_t t) {
+  ForTasks(g, g.G * rblocks * per_r, [&](int64_t t) {
     const int64_t grp = t / (rblocks * per_r), r0 = (t / per_r) % rblocks * rpt, u = t % per_r;
     const int64_t r1 = std::min(g.R, r0 + rpt);
     const int64_t s0 = whole_rows ? 0 : u / cblocks, s1 = whole_rows ? g.S : s0 + 1;
