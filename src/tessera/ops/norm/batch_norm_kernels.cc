@@ -8,6 +8,8 @@
 #include "tessera/ops/norm/batch_norm_kernels.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <vector>
 
 #include "tessera/ops/elementwise/kernel_util.h"
@@ -23,6 +25,13 @@ TESSERA_ALWAYS_INLINE double CombineD(double* acc) {
     for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
   }
   return acc[0];
+}
+
+// d where y > 0, else +0: a bitwise AND with the comparison's mask (the
+// vectorizer handles it better than a select feeding a double conversion).
+TESSERA_ALWAYS_INLINE float MaskBy(float d, float y) {
+  const uint32_t keep = 0u - static_cast<uint32_t>(y > 0.0f);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(d) & keep);
 }
 
 // out = {sum(x - shift), sum((x - shift)^2)} over one plane.
@@ -57,25 +66,33 @@ TESSERA_MULTIVERSION void PlaneApply(const float* __restrict x, int64_t n, float
   }
 }
 
-// out = {sum(dy'), sum(dy' * (x - mean))}; y may be null (no mask).
-TESSERA_MULTIVERSION void PlaneBackwardSums(const float* __restrict dy, const float* __restrict x,
-                                            const float* __restrict y, int64_t n, double mean, double* out) {
+// out = {sum(dy'), sum(dy' * (x - mean))}; dy' = dy, or dy masked by y > 0 (kMask).
+template <bool kMask>
+TESSERA_ALWAYS_INLINE void PlaneBackwardSumsImpl(const float* __restrict dy, const float* __restrict x,
+                                                 const float* __restrict y, int64_t n, double mean, double* out) {
   double a1[kDLanes] = {}, a2[kDLanes] = {};
+  auto step = [&](int64_t i, int j) __attribute__((always_inline)) {
+    float df = dy[i];
+    if constexpr (kMask) df = MaskBy(df, y[i]);
+    const double d = static_cast<double>(df);
+    a1[j] += d;
+    a2[j] += d * (static_cast<double>(x[i]) - mean);
+  };
   int64_t i = 0;
   for (; i + kDLanes <= n; i += kDLanes) {
-    for (int j = 0; j < kDLanes; ++j) {
-      const double d = (y == nullptr || y[i + j] > 0.0f) ? static_cast<double>(dy[i + j]) : 0.0;
-      a1[j] += d;
-      a2[j] += d * (static_cast<double>(x[i + j]) - mean);
-    }
+    for (int j = 0; j < kDLanes; ++j) step(i + j, j);
   }
-  for (int j = 0; i + j < n; ++j) {
-    const double d = (y == nullptr || y[i + j] > 0.0f) ? static_cast<double>(dy[i + j]) : 0.0;
-    a1[j] += d;
-    a2[j] += d * (static_cast<double>(x[i + j]) - mean);
-  }
+  for (int j = 0; i + j < n; ++j) step(i + j, j);
   out[0] = CombineD(a1);
   out[1] = CombineD(a2);
+}
+TESSERA_MULTIVERSION void PlaneBackwardSums(const float* __restrict dy, const float* __restrict x,
+                                            const float* __restrict y, int64_t n, double mean, double* out) {
+  if (y != nullptr) {
+    PlaneBackwardSumsImpl<true>(dy, x, y, n, mean, out);
+  } else {
+    PlaneBackwardSumsImpl<false>(dy, x, y, n, mean, out);
+  }
 }
 
 TESSERA_MULTIVERSION void PlaneBackwardDx(const float* __restrict dy, const float* __restrict x,
@@ -88,18 +105,37 @@ TESSERA_MULTIVERSION void PlaneBackwardDx(const float* __restrict dy, const floa
   }
 }
 
-// NHWC: rows of C channels. s1/s2 (C doubles each) receive the block's sums.
+// NHWC sums over `rows` rows of C channels, kChanChunk channels at a time so
+// that the double accumulators stay in registers: s1[c] += f1, s2[c] += f2
+// with (f1, f2) = term(row, c). Full chunks have a constant width.
+constexpr int64_t kChanChunk = 16;
+template <typename Term>
+TESSERA_ALWAYS_INLINE void RowsSums(int64_t rows, int64_t C, double* __restrict s1, double* __restrict s2, Term term) {
+  int64_t c0 = 0;
+  for (; c0 + kChanChunk <= C; c0 += kChanChunk) {
+    double a1[kChanChunk] = {}, a2[kChanChunk] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < kChanChunk; ++j) term(r, c0 + j, a1[j], a2[j]);
+    }
+    for (int64_t j = 0; j < kChanChunk; ++j) s1[c0 + j] = a1[j], s2[c0 + j] = a2[j];
+  }
+  if (c0 < C) {
+    double a1[kChanChunk] = {}, a2[kChanChunk] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < C - c0; ++j) term(r, c0 + j, a1[j], a2[j]);
+    }
+    for (int64_t j = 0; j < C - c0; ++j) s1[c0 + j] = a1[j], s2[c0 + j] = a2[j];
+  }
+}
+
+// s1/s2 (C doubles each) receive the block's sums of x - shift and its square.
 TESSERA_MULTIVERSION void RowsStats(const float* __restrict x, int64_t rows, int64_t C, const double* __restrict shift,
                                     double* __restrict s1, double* __restrict s2) {
-  for (int64_t c = 0; c < C; ++c) s1[c] = s2[c] = 0.0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * C;
-    for (int64_t c = 0; c < C; ++c) {
-      const double d = static_cast<double>(xr[c]) - shift[c];
-      s1[c] += d;
-      s2[c] += d * d;
-    }
-  }
+  RowsSums(rows, C, s1, s2, [&](int64_t r, int64_t c, double& a1, double& a2) __attribute__((always_inline)) {
+    const double d = static_cast<double>(x[r * C + c]) - shift[c];
+    a1 += d;
+    a2 += d * d;
+  });
 }
 
 TESSERA_MULTIVERSION void RowsApply(const float* __restrict x, int64_t rows, int64_t C, const float* __restrict mean,
@@ -119,20 +155,27 @@ TESSERA_MULTIVERSION void RowsApply(const float* __restrict x, int64_t rows, int
   }
 }
 
+template <bool kMask>
+TESSERA_ALWAYS_INLINE void RowsBackwardSumsImpl(const float* __restrict dy, const float* __restrict x,
+                                                const float* __restrict y, int64_t rows, int64_t C,
+                                                const double* __restrict mean, double* __restrict s1,
+                                                double* __restrict s2) {
+  RowsSums(rows, C, s1, s2, [&](int64_t r, int64_t c, double& a1, double& a2) __attribute__((always_inline)) {
+    float df = dy[r * C + c];
+    if constexpr (kMask) df = MaskBy(df, y[r * C + c]);
+    const double d = static_cast<double>(df);
+    a1 += d;
+    a2 += d * (static_cast<double>(x[r * C + c]) - mean[c]);
+  });
+}
 TESSERA_MULTIVERSION void RowsBackwardSums(const float* __restrict dy, const float* __restrict x,
                                            const float* __restrict y, int64_t rows, int64_t C,
                                            const double* __restrict mean, double* __restrict s1,
                                            double* __restrict s2) {
-  for (int64_t c = 0; c < C; ++c) s1[c] = s2[c] = 0.0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* dr = dy + r * C;
-    const float* xr = x + r * C;
-    const float* yr = y == nullptr ? nullptr : y + r * C;
-    for (int64_t c = 0; c < C; ++c) {
-      const double d = (yr == nullptr || yr[c] > 0.0f) ? static_cast<double>(dr[c]) : 0.0;
-      s1[c] += d;
-      s2[c] += d * (static_cast<double>(xr[c]) - mean[c]);
-    }
+  if (y != nullptr) {
+    RowsBackwardSumsImpl<true>(dy, x, y, rows, C, mean, s1, s2);
+  } else {
+    RowsBackwardSumsImpl<false>(dy, x, y, rows, C, mean, s1, s2);
   }
 }
 
