@@ -1,5 +1,6 @@
-// Optimized pooling kernels. NCHW: one task per (n, c) plane, scalar window
-// loops. NHWC: the innermost loop runs along C in chunks of kChannelBlock
+// Optimized pooling kernels. NCHW: one task per (n, c) plane; max pooling
+// and average pooling reduce each window's rows first (vectorized along W),
+// then its columns; the backward uses scalar window loops. NHWC: the innermost loop runs along C in chunks of kChannelBlock
 // channels (auto-vectorized, TESSERA_MULTIVERSION); forward tasks are
 // output rows (n, oh), backward tasks are (n, channel block) so that the
 // scatter into overlapping windows never races. Every output element is
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <vector>
 
 #include "tessera/ops/elementwise/kernel_util.h"
 #include "tessera/ops/pool/pool_kernels.h"
@@ -25,21 +27,68 @@ int64_t ChannelBlocks(int64_t C) { return (C + kChannelBlock - 1) / kChannelBloc
 
 // ---- NCHW: one plane per call -------------------------------------------
 
+// Scalar max over windows of output row oh (PyTorch's scan: row-major,
+// first maximum wins, a NaN replaces anything).
+void MaxRowScalar(const PoolGeom& g, const float* __restrict x, int64_t oh, float* __restrict y,
+                  int64_t* __restrict idx) {
+  for (int64_t ow = 0; ow < g.OW; ++ow) {
+    const Window win = WindowAt(g, oh, ow);
+    float best = -std::numeric_limits<float>::infinity();
+    int64_t arg = win.h0 * g.W + win.w0;
+    for (int64_t h = win.h0; h < win.h1; ++h) {
+      const float* row = x + h * g.W;
+      for (int64_t w = win.w0; w < win.w1; ++w) {
+        const float v = row[w];
+        if (v > best || v != v) {
+          best = v;
+          arg = h * g.W + w;
+        }
+      }
+    }
+    y[ow] = best;
+    idx[ow] = arg;
+  }
+}
+
+// One plane, two stages per output row: (1) the maximum of each input column
+// over the window's rows (vectorized along W; first row wins ties), (2) the
+// maximum over the window's columns of those, ties going to the smaller flat
+// index h*W + w, i.e. the first in row-major order, as the scalar scan. Rows
+// holding a NaN are redone by the scalar scan (which NaN wins differs).
 TESSERA_MULTIVERSION void MaxPlane(const PoolGeom& g, const float* __restrict x, float* __restrict y,
-                                   int64_t* __restrict idx) {
+                                   int64_t* __restrict idx, float* __restrict colmax, int32_t* __restrict colarg) {
+  const int64_t W = g.W;
   for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const Window rows = WindowAt(g, oh, 0);
+    int nan_seen = 0;
+    for (int64_t w = 0; w < W; ++w) {
+      colmax[w] = -std::numeric_limits<float>::infinity();
+      colarg[w] = static_cast<int32_t>(rows.h0);
+    }
+    for (int64_t h = rows.h0; h < rows.h1; ++h) {
+      const float* row = x + h * W;
+      for (int64_t w = 0; w < W; ++w) {
+        const float v = row[w];
+        const bool take = v > colmax[w];
+        nan_seen |= v != v;
+        colmax[w] = take ? v : colmax[w];
+        colarg[w] = take ? static_cast<int32_t>(h) : colarg[w];
+      }
+    }
+    if (nan_seen) {
+      MaxRowScalar(g, x, oh, y + oh * g.OW, idx + oh * g.OW);
+      continue;
+    }
     for (int64_t ow = 0; ow < g.OW; ++ow) {
       const Window win = WindowAt(g, oh, ow);
-      float best = -std::numeric_limits<float>::infinity();
-      int64_t arg = win.h0 * g.W + win.w0;
-      for (int64_t h = win.h0; h < win.h1; ++h) {
-        const float* row = x + h * g.W;
-        for (int64_t w = win.w0; w < win.w1; ++w) {
-          const float v = row[w];
-          if (v > best || v != v) {
-            best = v;
-            arg = h * g.W + w;
-          }
+      float best = colmax[win.w0];
+      int64_t arg = colarg[win.w0] * W + win.w0;
+      for (int64_t w = win.w0 + 1; w < win.w1; ++w) {
+        const float v = colmax[w];
+        const int64_t k = colarg[w] * W + w;
+        if (v > best || (v == best && k < arg)) {
+          best = v;
+          arg = k;
         }
       }
       y[oh * g.OW + ow] = best;
@@ -48,15 +97,22 @@ TESSERA_MULTIVERSION void MaxPlane(const PoolGeom& g, const float* __restrict x,
   }
 }
 
-TESSERA_MULTIVERSION void AvgPlane(const PoolGeom& g, const float* __restrict x, float* __restrict y) {
+// Two stages per output row, as MaxPlane: column sums over the window's rows
+// (vectorized along W), then sums of those over the window's columns.
+TESSERA_MULTIVERSION void AvgPlane(const PoolGeom& g, const float* __restrict x, float* __restrict y,
+                                   float* __restrict colsum) {
+  const int64_t W = g.W;
   for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const Window rows = WindowAt(g, oh, 0);
+    for (int64_t w = 0; w < W; ++w) colsum[w] = 0.0f;
+    for (int64_t h = rows.h0; h < rows.h1; ++h) {
+      const float* row = x + h * W;
+      for (int64_t w = 0; w < W; ++w) colsum[w] += row[w];
+    }
     for (int64_t ow = 0; ow < g.OW; ++ow) {
       const Window win = WindowAt(g, oh, ow);
       float sum = 0.0f;
-      for (int64_t h = win.h0; h < win.h1; ++h) {
-        const float* row = x + h * g.W;
-        for (int64_t w = win.w0; w < win.w1; ++w) sum += row[w];
-      }
+      for (int64_t w = win.w0; w < win.w1; ++w) sum += colsum[w];
       y[oh * g.OW + ow] = sum / static_cast<float>(win.divisor(g.o.count_include_pad));
     }
   }
@@ -227,7 +283,9 @@ void MaxPoolForwardOptimized(const PoolGeom& g, const float* x, float* y, int64_
   const int64_t in_plane = g.H * g.W, out_plane = g.OH * g.OW;
   if (!g.nhwc()) {
     ParallelFor(g.N * g.C, g.N * g.C * in_plane, kParallelMemoryBound, [&](int64_t p) {
-      MaxPlane(g, x + p * in_plane, y + p * out_plane, idx + p * out_plane);
+      thread_local std::vector<int32_t> colarg;
+      if (static_cast<int64_t>(colarg.size()) < g.W) colarg.resize(g.W);
+      MaxPlane(g, x + p * in_plane, y + p * out_plane, idx + p * out_plane, Scratch(0, g.W), colarg.data());
     });
     return;
   }
@@ -264,7 +322,7 @@ void AvgPoolForwardOptimized(const PoolGeom& g, const float* x, float* y) {
   const int64_t in_plane = g.H * g.W, out_plane = g.OH * g.OW;
   if (!g.nhwc()) {
     ParallelFor(g.N * g.C, g.N * g.C * in_plane, kParallelMemoryBound,
-                [&](int64_t p) { AvgPlane(g, x + p * in_plane, y + p * out_plane); });
+                [&](int64_t p) { AvgPlane(g, x + p * in_plane, y + p * out_plane, Scratch(0, g.W)); });
     return;
   }
   ParallelFor(g.N * g.OH, g.N * g.C * in_plane, kParallelMemoryBound, [&](int64_t t) {

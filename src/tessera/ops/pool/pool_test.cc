@@ -282,6 +282,50 @@ TEST(PoolTest, MaxPoolTiesPickFirstLikeTorch) {
   EXPECT_EQ(ToNchwT(r.indices.ToIntVector(), {2, 19, 3, 3}), RefPool(true, x, dc, o).idx);
 }
 
+// Many ties (values in {0, 1, 2}) and -inf: indices must equal the row-major
+// first maximum of RefPool on every case, in both layouts and implementations.
+TEST(PoolTest, MaxPoolManyTiesMatchReference) {
+  for (const PoolCase& pc : Cases()) {
+    const Dims d = pc.d;
+    std::vector<float> x = Random(d.N * d.C * d.H * d.W, 3, 0.0f, 3.0f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = i % 11 == 0 ? -INFINITY : std::floor(x[i]);
+    for (ImageLayout l : {ImageLayout::kNCHW, ImageLayout::kNHWC}) {
+      for (bool ref : {false, true}) {
+        ScopedImpl impl(ref ? Impl::kReference : Impl::kOptimized);
+        const Pool2dOptions o = Options(pc, l);
+        const bool nhwc = l == ImageLayout::kNHWC;
+        RefOut want = RefPool(true, x, d, o);
+        MaxPool2dResult r = MaxPool2d(Tensor::FromVector(nhwc ? ToNhwc(x, d) : x, LayoutShape(d, l)), o);
+        std::vector<int64_t> got = r.indices.ToIntVector();
+        EXPECT_EQ(nhwc ? ToNchwT(got, want.out) : got, want.idx) << Label(pc, l, ref);
+      }
+    }
+  }
+}
+
+// A NaN wins over numbers (PyTorch: `val > max || isnan(val)`, the last NaN in
+// row-major order when several); the optimized NCHW kernel redoes such rows.
+TEST(PoolTest, MaxPoolNaNRowsMatchReference) {
+  const Dims d{1, 2, 6, 7};
+  std::vector<float> x = Random(d.N * d.C * d.H * d.W, 21, -1.0f, 1.0f);
+  x[3] = x[8] = x[42 + 20] = std::numeric_limits<float>::quiet_NaN();  // (0, 3), (1, 1); plane 1: (2, 6)
+  Pool2dOptions o;
+  o.kernel_h = o.kernel_w = 3;
+  o.pad_h = o.pad_w = 1;
+  std::vector<int64_t> want;
+  {
+    ScopedImpl impl(Impl::kReference);
+    want = MaxPool2d(Tensor::FromVector(x, {1, 2, 6, 7}), o).indices.ToIntVector();
+  }
+  EXPECT_EQ(MaxPool2d(Tensor::FromVector(x, {1, 2, 6, 7}), o).indices.ToIntVector(), want);
+  // Output 3x4. Window (0, 0) = rows 0-1, cols 0-1: NaN at 8 only. Window (0, 1) = rows 0-1,
+  // cols 1-3: NaNs at 3 (0, 3) and 8 (1, 1); the last in row-major order wins (not the last column).
+  // PyTorch 1.13 gives the same indices [8, 8] for these two windows.
+  EXPECT_EQ(want[0], 8);
+  EXPECT_EQ(want[1], 8);
+  EXPECT_EQ(want[12 + 7], 20);  // plane 1, window (1, 3) = rows 1-3, cols 5-6
+}
+
 TEST(PoolTest, MaxPoolPropagatesNaN) {
   std::vector<float> v = {1, 2, 3, 4};
   v[2] = std::numeric_limits<float>::quiet_NaN();
