@@ -226,6 +226,29 @@ TEST(BatchNormTest, RunningStatsHandComputed) {
   }
 }
 
+// Non-contiguous x (an NHWC buffer viewed as NCHW) and running statistics
+// that are strided views: same results as contiguous copies, buffers updated
+// through the view.
+TEST(BatchNormTest, NonContiguousInputsAndBuffers) {
+  const Dims d{2, 3, 4, 5};
+  Tensor nhwc = Tensor::FromVector(Random(d.numel(), 31, -1.0f, 1.0f), {2, 4, 5, 3});
+  Tensor x = nhwc.Permute({0, 3, 1, 2});  // [2, 3, 4, 5], not contiguous
+  ASSERT_FALSE(x.is_contiguous());
+  Tensor storage = Tensor::Zeros({6});
+  Tensor rm = storage.Slice(0, 0, 6, 2);  // every other element
+  Tensor rv = Tensor::Full({3}, 1.0);
+  BatchNormOptions o;
+  BatchNormResult r = BatchNorm2d(x, Tensor::Full({3}, 1.0), Tensor::Zeros({3}), rm, rv, o);
+  Tensor rm2 = Tensor::Zeros({3}), rv2 = Tensor::Full({3}, 1.0);
+  BatchNormResult r2 = BatchNorm2d(x.Contiguous(), Tensor::Full({3}, 1.0), Tensor::Zeros({3}), rm2, rv2, o);
+  EXPECT_EQ(r.y.ToFloatVector(), r2.y.ToFloatVector());
+  EXPECT_EQ(rm.ToFloatVector(), rm2.ToFloatVector());
+  std::vector<float> raw = storage.ToFloatVector();
+  EXPECT_EQ(raw[1], 0.0f);
+  EXPECT_EQ(raw[2], rm2.ToFloatVector()[1]);
+  EXPECT_NE(raw[2], 0.0f);
+}
+
 // N*H*W = 1: inference works (running statistics); training has no variance and throws.
 TEST(BatchNormTest, SinglePixelInference) {
   const std::vector<float> x = {0.5f, -1.0f, 2.0f, 0.0f, 3.0f};
