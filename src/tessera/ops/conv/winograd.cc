@@ -1,0 +1,196 @@
+#include "tessera/ops/conv/winograd.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "tessera/base/error.h"
+#include "tessera/ops/conv/winograd_transforms.h"
+#include "tessera/ops/elementwise/kernel_util.h"
+#include "tessera/ops/matmul/gemm.h"
+
+// Driver: validation, blocking, threading and the per-position GEMMs. The
+// transforms are in winograd_transforms.cc; design and figures in
+// docs/winograd.md.
+//
+// Two schedules, chosen from the shape only (so results never depend on the
+// thread count; the per-tile arithmetic is the same in both):
+//  * blocked (many tiles): tiles are cut into blocks of ~kBlockBytes of V
+//    and M; each thread takes whole blocks: input transform, (m+2)^2
+//    single-threaded GEMMs, output transform, while V and M are in L2.
+//  * whole (few tiles, deep layers): one block holding every tile; each
+//    stage is parallel on its own (transforms over tile rows, GEMMs over
+//    positions), so U — large for deep layers — is read once.
+
+namespace tessera::ops::winograd {
+namespace {
+
+using detail::Geometry;
+
+int64_t g_block_tiles_for_testing = 0;  // 0: automatic (see BlockTiles)
+
+constexpr int64_t kBlockBytes = 768 << 10;  // V + M of a block
+constexpr int64_t kMinBlocksForBlocked = 8;
+
+int TileM(Tile tile) { return tile == Tile::kF2x2 ? 2 : 4; }
+
+int64_t BlockTiles(const Geometry& g) {
+  if (const char* env = std::getenv("TESSERA_WINOGRAD_BLOCK_TILES")) {  // tuning knob, undocumented
+    if (int64_t b = std::atoll(env); b > 0) return b;
+  }
+  if (g_block_tiles_for_testing > 0) return g_block_tiles_for_testing;
+  const int64_t a = g.m + 2;
+  int64_t b = kBlockBytes / (a * a * (g.C + g.K) * int64_t{sizeof(float)});
+  b = std::clamp<int64_t>(b, 24, 384);
+  return (b + 11) / 12 * 12;  // whole 12-row / good 32-column GEMM panels
+}
+
+void CheckArgs(const char* what, const float* x, int64_t N, int64_t C, int64_t H, int64_t W, const float* w, int64_t K,
+               int64_t pad_h, int64_t pad_w, const float* y) {
+  if (N < 1 || C < 1 || H < 1 || W < 1 || K < 1) {
+    throw OpError(fmt::format("{}: sizes must be >= 1, got N={} C={} H={} W={} K={}", what, N, C, H, W, K));
+  }
+  if (pad_h < 0 || pad_h > 2 || pad_w < 0 || pad_w > 2) {
+    throw OpError(fmt::format("{}: padding must be in [0, 2] for a 3x3 kernel, got pad_h={} pad_w={}", what, pad_h,
+                              pad_w));
+  }
+  const int64_t P = H + 2 * pad_h - 2, Q = W + 2 * pad_w - 2;
+  if (P < 1 || Q < 1) {
+    throw OpError(fmt::format("{}: empty output {}x{} (input {}x{} with padding {},{} is smaller than the 3x3 kernel)",
+                              what, P, Q, H, W, pad_h, pad_w));
+  }
+  if (x == nullptr || w == nullptr || y == nullptr) throw OpError(fmt::format("{}: null x, w or y buffer", what));
+}
+
+void TransformWeightInto(int m, ImageLayout layout, const float* w, int64_t K, int64_t C, float* u) {
+  const int64_t F = K * C;
+  constexpr int64_t kTask = 4096;
+  const int64_t tasks = (F + kTask - 1) / kTask;
+  kern::ParallelFor(tasks, F * 9 * (m + 2), kern::kParallelComputeBound << 4, [&](int64_t t) {
+    detail::WeightTransform(m, layout, w, K, C, t * kTask, std::min(F, (t + 1) * kTask), u);
+  });
+}
+
+// The (m+2)^2 products of one block of nb tiles (block stride ld).
+void BlockGemms(const Geometry& g, ImageLayout layout, const float* u, const float* v, float* mm, int64_t nb,
+                int64_t ld, int64_t p0, int64_t p1) {
+  for (int64_t p = p0; p < p1; ++p) {
+    if (layout == ImageLayout::kNCHW) {  // M[K x nb] = U[K x C] V[C x nb]
+      GemmF32(false, false, g.K, nb, g.C, 1.0f, u + p * g.K * g.C, g.C, v + p * g.C * ld, ld, 0.0f,
+              mm + p * g.K * ld, ld);
+    } else {  // M[nb x K] = V[nb x C] U[C x K]
+      GemmF32(false, false, nb, g.K, g.C, 1.0f, v + p * ld * g.C, g.C, u + p * g.C * g.K, g.K, 0.0f,
+              mm + p * ld * g.K, g.K);
+    }
+  }
+}
+
+void Run(const Geometry& g, ImageLayout layout, const float* x, const float* u, const float* bias, float* y) {
+  const int64_t T = (g.m + 2) * (g.m + 2);
+  const int64_t tiles = g.Tiles();
+  const int64_t bt = std::min(tiles, BlockTiles(g));
+  const int64_t blocks = (tiles + bt - 1) / bt;
+  const int64_t scratch_floats = detail::TransformScratchFloats(g);
+  const int64_t work = tiles * T * g.C * g.K;  // multiply-adds of the GEMMs
+  if (blocks >= kMinBlocksForBlocked) {
+    kern::ParallelFor(blocks, work, kern::kParallelComputeBound, [&](int64_t b) {
+      const int64_t g0 = b * bt, nb = std::min(bt, tiles - g0);
+      float* v = kern::Scratch(1, T * g.C * bt);
+      float* mm = kern::Scratch(2, T * g.K * bt);
+      float* scratch = kern::Scratch(3, scratch_floats);
+      detail::InputTransform(g, layout, x, g0, g0 + nb, 0, v, bt, scratch);
+      BlockGemms(g, layout, u, v, mm, nb, bt, 0, T);
+      detail::OutputTransform(g, layout, mm, bt, g0, g0 + nb, 0, bias, y, scratch);
+    });
+    return;
+  }
+  // Whole: every tile in one block (buffers of the calling thread).
+  float* v = kern::Scratch(1, T * g.C * tiles);
+  float* mm = kern::Scratch(2, T * g.K * tiles);
+  const int64_t rows = g.N * g.th;  // tile rows: the unit of the transforms' split
+  kern::ParallelFor(rows, tiles * T * g.C, kern::kParallelMemoryBound, [&](int64_t r) {
+    detail::InputTransform(g, layout, x, r * g.tw, (r + 1) * g.tw, r * g.tw, v, tiles,
+                           kern::Scratch(3, scratch_floats));
+  });
+  kern::ParallelFor(T, work, kern::kParallelComputeBound,
+                    [&](int64_t p) { BlockGemms(g, layout, u, v, mm, tiles, tiles, p, p + 1); });
+  kern::ParallelFor(rows, tiles * T * g.K, kern::kParallelMemoryBound, [&](int64_t r) {
+    detail::OutputTransform(g, layout, mm, tiles, r * g.tw, (r + 1) * g.tw, r * g.tw, bias, y,
+                            kern::Scratch(3, scratch_floats));
+  });
+}
+
+Geometry MakeGeometry(int m, int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t pad_h, int64_t pad_w) {
+  Geometry g;
+  g.m = m;
+  g.N = N, g.C = C, g.H = H, g.W = W, g.K = K, g.pad_h = pad_h, g.pad_w = pad_w;
+  g.P = H + 2 * pad_h - 2, g.Q = W + 2 * pad_w - 2;
+  g.th = (g.P + m - 1) / m, g.tw = (g.Q + m - 1) / m;
+  return g;
+}
+
+}  // namespace
+
+namespace detail {
+// Forces the block size in tiles (0: automatic); tests use it to cut blocks
+// inside tile rows. Not thread-safe; tests only.
+void SetBlockTilesForTesting(int64_t tiles) { g_block_tiles_for_testing = tiles; }
+}  // namespace detail
+
+const char* TileName(Tile tile) { return tile == Tile::kF2x2 ? "F(2x2,3x3)" : "F(4x4,3x3)"; }
+
+void Conv3x3Forward(Tile tile, ImageLayout layout, const float* x, int64_t N, int64_t C, int64_t H, int64_t W,
+                    const float* w, int64_t K, int64_t pad_h, int64_t pad_w, const float* bias, float* y) {
+  CheckArgs("winograd::Conv3x3Forward", x, N, C, H, W, w, K, pad_h, pad_w, y);
+  const int m = TileM(tile);
+  float* u = kern::Scratch(0, (m + 2) * (m + 2) * K * C);
+  TransformWeightInto(m, layout, w, K, C, u);
+  Run(MakeGeometry(m, N, C, H, W, K, pad_h, pad_w), layout, x, u, bias, y);
+}
+
+TransformedWeight TransformWeight(Tile tile, ImageLayout layout, const float* w, int64_t K, int64_t C) {
+  if (K < 1 || C < 1 || w == nullptr) {
+    throw OpError(fmt::format("winograd::TransformWeight: need K, C >= 1 and a weight buffer, got K={} C={}", K, C));
+  }
+  TransformedWeight t;
+  t.tile = tile, t.layout = layout, t.K = K, t.C = C;
+  const int m = TileM(tile);
+  t.u.resize(static_cast<size_t>((m + 2) * (m + 2) * K * C));
+  TransformWeightInto(m, layout, w, K, C, t.u.data());
+  return t;
+}
+
+void Conv3x3Forward(const TransformedWeight& u, const float* x, int64_t N, int64_t H, int64_t W, int64_t pad_h,
+                    int64_t pad_w, const float* bias, float* y) {
+  const int m = TileM(u.tile);
+  if (static_cast<int64_t>(u.u.size()) != (m + 2) * (m + 2) * u.K * u.C || u.K < 1) {
+    throw OpError("winograd::Conv3x3Forward: TransformedWeight is empty or inconsistent (use TransformWeight)");
+  }
+  CheckArgs("winograd::Conv3x3Forward", x, N, u.C, H, W, u.u.data(), u.K, pad_h, pad_w, y);
+  Run(MakeGeometry(m, N, u.C, H, W, u.K, pad_h, pad_w), u.layout, x, u.u.data(), bias, y);
+}
+
+void RotatedTransposedWeight(const float* w, int64_t K, int64_t C, float* w_rot) {
+  if (K < 1 || C < 1 || w == nullptr || w_rot == nullptr) {
+    throw OpError(fmt::format("winograd::RotatedTransposedWeight: need K, C >= 1 and buffers, got K={} C={}", K, C));
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    for (int64_t c = 0; c < C; ++c) {
+      for (int e = 0; e < 9; ++e) w_rot[(c * K + k) * 9 + e] = w[(k * C + c) * 9 + (8 - e)];
+    }
+  }
+}
+
+double ErrorBoundFactor(Tile tile, int64_t C) {
+  // docs/winograd.md: kappa * gamma_n, kappa the worst-case growth of the
+  // transforms (16 for F(2x2,3x3), (88/3)^2 for F(4x4,3x3)), n the number of
+  // roundings on the longest path (transforms + product + C-term sum).
+  const double u = std::ldexp(1.0, -24);
+  const double kappa = tile == Tile::kF2x2 ? 16.0 : (88.0 / 3.0) * (88.0 / 3.0);
+  const double n = static_cast<double>(std::max<int64_t>(C, 1)) + (tile == Tile::kF2x2 ? 16.0 : 28.0);
+  return kappa * n * u / (1.0 - n * u);
+}
+
+}  // namespace tessera::ops::winograd

@@ -1,0 +1,381 @@
+#include "tessera/ops/conv/winograd_transforms.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "tessera/ops/elementwise/kernel_util.h"
+
+// Every transform is separable (X^T d X = rows then columns), so it runs as
+// 1-D transforms over "lanes": out[k][l] = sum_i X[k][i] * in[i][l] for l
+// in [0, n), each in[i] / out[k] a pointer to n contiguous floats. The lanes
+// are channels (NHWC, weights: flat (k, c) index) or tiles of one tile row
+// (NCHW: rows are deinterleaved into m phases first, so tile t's element i is
+// phase[i % m][t + i / m]). These loops auto-vectorize (ivdep: the pointers
+// never alias). fp contraction is off (ISO C++), so every clone and every
+// lane computes bit-identical values.
+
+namespace tessera::ops::winograd::detail {
+namespace {
+
+constexpr int64_t kLaneChunk = 64;  // channel lanes per pass (NHWC, weights use 4x)
+alignas(64) const float kZeros[kLaneChunk] = {};
+
+// ---- 1-D kernels ----------------------------------------------------------
+// B^T (input), G (weights), A^T (output) of Lavin & Gray 2016.
+
+template <int M>
+TESSERA_ALWAYS_INLINE void InRows(const float* const* in, float* const* out, int64_t n) {
+  if constexpr (M == 2) {
+    const float *d0 = in[0], *d1 = in[1], *d2 = in[2], *d3 = in[3];
+    float *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3];
+#pragma GCC ivdep
+    for (int64_t l = 0; l < n; ++l) {
+      o0[l] = d0[l] - d2[l];
+      o1[l] = d1[l] + d2[l];
+      o2[l] = d2[l] - d1[l];
+      o3[l] = d1[l] - d3[l];
+    }
+  } else {
+    const float *d0 = in[0], *d1 = in[1], *d2 = in[2], *d3 = in[3], *d4 = in[4], *d5 = in[5];
+    float *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3], *o4 = out[4], *o5 = out[5];
+#pragma GCC ivdep
+    for (int64_t l = 0; l < n; ++l) {
+      const float a = d4[l] - 4.0f * d2[l];  // shared terms (Lavin's wincnn form)
+      const float b = d3[l] - 4.0f * d1[l];
+      const float c = d4[l] - d2[l];
+      const float e = 2.0f * (d3[l] - d1[l]);
+      o0[l] = 4.0f * d0[l] - 5.0f * d2[l] + d4[l];
+      o1[l] = a + b;
+      o2[l] = a - b;
+      o3[l] = c + e;
+      o4[l] = c - e;
+      o5[l] = 4.0f * d1[l] - 5.0f * d3[l] + d5[l];
+    }
+  }
+}
+
+template <int M>
+TESSERA_ALWAYS_INLINE void WeightRows(const float* const* in, float* const* out, int64_t n) {
+  const float *g0 = in[0], *g1 = in[1], *g2 = in[2];
+  if constexpr (M == 2) {
+    float *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3];
+#pragma GCC ivdep
+    for (int64_t l = 0; l < n; ++l) {
+      const float s = 0.5f * (g0[l] + g2[l]);
+      o0[l] = g0[l];
+      o1[l] = s + 0.5f * g1[l];
+      o2[l] = s - 0.5f * g1[l];
+      o3[l] = g2[l];
+    }
+  } else {
+    float *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3], *o4 = out[4], *o5 = out[5];
+#pragma GCC ivdep
+    for (int64_t l = 0; l < n; ++l) {
+      const float s = -(1.0f / 6.0f) * (g0[l] + g2[l]);
+      const float t = (1.0f / 24.0f) * g0[l] + (1.0f / 6.0f) * g2[l];
+      o0[l] = 0.25f * g0[l];
+      o1[l] = s - (1.0f / 6.0f) * g1[l];
+      o2[l] = s + (1.0f / 6.0f) * g1[l];
+      o3[l] = t + (1.0f / 12.0f) * g1[l];
+      o4[l] = t - (1.0f / 12.0f) * g1[l];
+      o5[l] = g2[l];
+    }
+  }
+}
+
+// out[q][l] = sum_i A^T[q][i] in[i][l] + bias[l] (bias may be kZeros).
+template <int M>
+TESSERA_ALWAYS_INLINE void OutRows(const float* const* in, float* const* out, const float* bias, int64_t n) {
+  if constexpr (M == 2) {
+    const float *d0 = in[0], *d1 = in[1], *d2 = in[2], *d3 = in[3];
+    float *o0 = out[0], *o1 = out[1];
+#pragma GCC ivdep
+    for (int64_t l = 0; l < n; ++l) {
+      o0[l] = d0[l] + d1[l] + d2[l] + bias[l];
+      o1[l] = d1[l] - d2[l] - d3[l] + bias[l];
+    }
+  } else {
+    const float *d0 = in[0], *d1 = in[1], *d2 = in[2], *d3 = in[3], *d4 = in[4], *d5 = in[5];
+    float *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3];
+#pragma GCC ivdep
+    for (int64_t l = 0; l < n; ++l) {
+      const float sp = d1[l] + d2[l], sm = d1[l] - d2[l];
+      const float tp = d3[l] + d4[l], tm = d3[l] - d4[l];
+      o0[l] = d0[l] + sp + tp + bias[l];
+      o1[l] = sm + 2.0f * tm + bias[l];
+      o2[l] = sp + 4.0f * tp + bias[l];
+      o3[l] = sm + 8.0f * tm + d5[l] + bias[l];
+    }
+  }
+}
+
+// ---- NHWC: lanes are channels ---------------------------------------------
+
+// One tile (n, h0, w0 = top-left input pixel, may be negative) into
+// v[pos * pos_stride + c].
+template <int M>
+TESSERA_ALWAYS_INLINE void InputTileNhwc(const float* xn, int64_t H, int64_t W, int64_t C, int64_t h0, int64_t w0,
+                                         float* v, int64_t pos_stride, float* tmp) {
+  constexpr int A = M + 2;
+  for (int64_t c0 = 0; c0 < C; c0 += kLaneChunk) {
+    const int64_t n = std::min(kLaneChunk, C - c0);
+    const float* in[A];
+    float* out[A];
+    for (int s = 0; s < A; ++s) {  // down each column
+      const int64_t w = w0 + s;
+      for (int r = 0; r < A; ++r) {
+        const int64_t h = h0 + r;
+        in[r] = (h >= 0 && h < H && w >= 0 && w < W) ? xn + (h * W + w) * C + c0 : kZeros;
+        out[r] = tmp + (r * A + s) * kLaneChunk;
+      }
+      InRows<M>(in, out, n);
+    }
+    for (int r = 0; r < A; ++r) {  // along each row
+      for (int s = 0; s < A; ++s) {
+        in[s] = tmp + (r * A + s) * kLaneChunk;
+        out[s] = v + (r * A + s) * pos_stride + c0;
+      }
+      InRows<M>(in, out, n);
+    }
+  }
+}
+
+template <int M>
+TESSERA_ALWAYS_INLINE void OutputTileNhwc(const float* mm, int64_t pos_stride, int64_t P, int64_t Q, int64_t K,
+                                          int64_t h0, int64_t w0, const float* bias, float* yn, float* tmp) {
+  constexpr int A = M + 2;
+  float* dump = tmp + A * A * kLaneChunk;
+  for (int64_t k0 = 0; k0 < K; k0 += kLaneChunk) {
+    const int64_t n = std::min(kLaneChunk, K - k0);
+    const float* in[A];
+    float* out[A];
+    for (int j = 0; j < A; ++j) {  // down each column: A^T M
+      for (int i = 0; i < A; ++i) in[i] = mm + (i * A + j) * pos_stride + k0;
+      for (int r = 0; r < M; ++r) out[r] = tmp + (r * A + j) * kLaneChunk;
+      OutRows<M>(in, out, kZeros, n);
+    }
+    const float* b = bias ? bias + k0 : kZeros;
+    for (int r = 0; r < M && h0 + r < P; ++r) {  // along each row: (A^T M) A + bias
+      for (int j = 0; j < A; ++j) in[j] = tmp + (r * A + j) * kLaneChunk;
+      for (int q = 0; q < M; ++q) out[q] = w0 + q < Q ? yn + ((h0 + r) * Q + w0 + q) * K + k0 : dump;
+      OutRows<M>(in, out, b, n);
+    }
+  }
+}
+
+// ---- NCHW: lanes are the tiles of one tile row --------------------------------
+
+// Tiles [t0, t0 + nt) of tile row tr of image xn (all channels) into
+// v[pos * pos_stride + c * ld + col0 + t].
+template <int M>
+TESSERA_ALWAYS_INLINE void InputSegmentNchw(const Geometry& g, const float* xn, int64_t tr, int64_t t0, int64_t nt,
+                                            float* v, int64_t ld, int64_t col0, float* scratch) {
+  constexpr int A = M + 2;
+  const int64_t ps = nt + 2;          // phase / tmp row stride (>= nt + 1)
+  float* row = scratch;               // M * ps floats: padded input row
+  float* ph = row + M * ps;           // M phases of ps floats
+  float* tmp = ph + M * ps;           // A * A rows of ps floats
+  const int64_t wbeg = t0 * M - g.pad_w;  // input column of row[0]
+  const int64_t len = M * (nt + 1);       // >= nt * M + 2
+  const int64_t lo = std::clamp<int64_t>(-wbeg, 0, len);
+  const int64_t hi = std::clamp<int64_t>(g.W - wbeg, lo, len);
+  const float* in[A];
+  float* out[A];
+  for (int64_t c = 0; c < g.C; ++c) {
+    const float* xc = xn + c * g.H * g.W;
+    for (int r = 0; r < A; ++r) {
+      const int64_t h = tr * M - g.pad_h + r;
+      for (int j = 0; j < A; ++j) out[j] = tmp + (r * A + j) * ps;
+      if (h < 0 || h >= g.H) {
+        for (int j = 0; j < A; ++j) std::memset(out[j], 0, sizeof(float) * nt);
+        continue;
+      }
+      std::memset(row, 0, sizeof(float) * lo);
+      std::memcpy(row + lo, xc + h * g.W + wbeg + lo, sizeof(float) * (hi - lo));
+      std::memset(row + hi, 0, sizeof(float) * (len - hi));
+      for (int64_t t = 0; t <= nt; ++t) {
+        for (int q = 0; q < M; ++q) ph[q * ps + t] = row[t * M + q];
+      }
+      for (int i = 0; i < A; ++i) in[i] = ph + (i % M) * ps + i / M;
+      InRows<M>(in, out, nt);
+    }
+    for (int j = 0; j < A; ++j) {
+      for (int r = 0; r < A; ++r) {
+        in[r] = tmp + (r * A + j) * ps;
+        out[r] = v + (r * A + j) * (g.C * ld) + c * ld + col0;
+      }
+      InRows<M>(in, out, nt);
+    }
+  }
+}
+
+template <int M>
+TESSERA_ALWAYS_INLINE void OutputSegmentNchw(const Geometry& g, const float* mm, int64_t ld, int64_t col0,
+                                             int64_t tr, int64_t t0, int64_t nt, const float* bias, float* yn,
+                                             float* scratch) {
+  constexpr int A = M + 2;
+  const int64_t ps = nt + 2;
+  float* row = scratch;      // M * ps
+  float* ph = row + M * ps;  // M * ps
+  float* tmp = ph + M * ps;  // M * A rows of ps
+  const int64_t wbeg = t0 * M;
+  const int64_t valid = std::min(nt * M, g.Q - wbeg);
+  const float* in[A];
+  float* out[A];
+  for (int64_t k = 0; k < g.K; ++k) {
+    for (int j = 0; j < A; ++j) {
+      for (int i = 0; i < A; ++i) in[i] = mm + (i * A + j) * (g.K * ld) + k * ld + col0;
+      for (int r = 0; r < M; ++r) out[r] = tmp + (r * A + j) * ps;
+      OutRows<M>(in, out, kZeros, nt);
+    }
+    const float b = bias ? bias[k] : 0.0f;
+    float* yk = yn + k * g.P * g.Q;
+    for (int r = 0; r < M && tr * M + r < g.P; ++r) {
+      for (int j = 0; j < A; ++j) in[j] = tmp + (r * A + j) * ps;
+      for (int q = 0; q < M; ++q) out[q] = ph + q * ps;
+      OutRows<M>(in, out, kZeros, nt);
+      for (int64_t t = 0; t < nt; ++t) {
+        for (int q = 0; q < M; ++q) row[t * M + q] = ph[q * ps + t] + b;
+      }
+      std::memcpy(yk + (tr * M + r) * g.Q + wbeg, row, sizeof(float) * valid);
+    }
+  }
+}
+
+// ---- weights: lanes are flat (k, c) indices ---------------------------------
+
+constexpr int64_t kWeightChunk = 4 * kLaneChunk;
+
+template <int M>
+TESSERA_ALWAYS_INLINE void WeightChunk(ImageLayout layout, const float* w, int64_t K, int64_t C, int64_t f0,
+                                       int64_t n, float* u, float* scratch) {
+  constexpr int A = M + 2;
+  float* g = scratch;                      // [9][kWeightChunk]
+  float* tmp = g + 9 * kWeightChunk;       // [A][3][kWeightChunk]
+  const int64_t F = K * C;
+  for (int64_t l = 0; l < n; ++l) {
+    const int64_t f = f0 + l;
+    const int64_t kc = layout == ImageLayout::kNCHW ? f : (f % K) * C + f / K;
+    for (int e = 0; e < 9; ++e) g[e * kWeightChunk + l] = w[kc * 9 + e];
+  }
+  const float* in[3];
+  float* out[A];
+  for (int j = 0; j < 3; ++j) {  // G g: down each of the 3 columns
+    for (int i = 0; i < 3; ++i) in[i] = g + (i * 3 + j) * kWeightChunk;
+    for (int i = 0; i < A; ++i) out[i] = tmp + (i * 3 + j) * kWeightChunk;
+    WeightRows<M>(in, out, n);
+  }
+  for (int i = 0; i < A; ++i) {  // (G g) G^T: along each row
+    for (int j = 0; j < 3; ++j) in[j] = tmp + (i * 3 + j) * kWeightChunk;
+    for (int j = 0; j < A; ++j) out[j] = u + (i * A + j) * F + f0;
+    WeightRows<M>(in, out, n);
+  }
+}
+
+// Multiversioned entry points (non-template: one clone pair each).
+TESSERA_MULTIVERSION void InputNhwc2(const Geometry& g, const float* x, int64_t g0, int64_t g1, int64_t col0,
+                                     float* v, int64_t ld, float* scratch) {
+  for (int64_t t = g0; t < g1; ++t) {
+    const int64_t n = t / (g.th * g.tw), tr = t / g.tw % g.th, tc = t % g.tw;
+    InputTileNhwc<2>(x + n * g.H * g.W * g.C, g.H, g.W, g.C, tr * 2 - g.pad_h, tc * 2 - g.pad_w,
+                     v + (col0 + t - g0) * g.C, ld * g.C, scratch);
+  }
+}
+TESSERA_MULTIVERSION void InputNhwc4(const Geometry& g, const float* x, int64_t g0, int64_t g1, int64_t col0,
+                                     float* v, int64_t ld, float* scratch) {
+  for (int64_t t = g0; t < g1; ++t) {
+    const int64_t n = t / (g.th * g.tw), tr = t / g.tw % g.th, tc = t % g.tw;
+    InputTileNhwc<4>(x + n * g.H * g.W * g.C, g.H, g.W, g.C, tr * 4 - g.pad_h, tc * 4 - g.pad_w,
+                     v + (col0 + t - g0) * g.C, ld * g.C, scratch);
+  }
+}
+TESSERA_MULTIVERSION void OutputNhwc2(const Geometry& g, const float* mm, int64_t ld, int64_t g0, int64_t g1,
+                                      int64_t col0, const float* bias, float* y, float* scratch) {
+  for (int64_t t = g0; t < g1; ++t) {
+    const int64_t n = t / (g.th * g.tw), tr = t / g.tw % g.th, tc = t % g.tw;
+    OutputTileNhwc<2>(mm + (col0 + t - g0) * g.K, ld * g.K, g.P, g.Q, g.K, tr * 2, tc * 2, bias,
+                      y + n * g.P * g.Q * g.K, scratch);
+  }
+}
+TESSERA_MULTIVERSION void OutputNhwc4(const Geometry& g, const float* mm, int64_t ld, int64_t g0, int64_t g1,
+                                      int64_t col0, const float* bias, float* y, float* scratch) {
+  for (int64_t t = g0; t < g1; ++t) {
+    const int64_t n = t / (g.th * g.tw), tr = t / g.tw % g.th, tc = t % g.tw;
+    OutputTileNhwc<4>(mm + (col0 + t - g0) * g.K, ld * g.K, g.P, g.Q, g.K, tr * 4, tc * 4, bias,
+                      y + n * g.P * g.Q * g.K, scratch);
+  }
+}
+TESSERA_MULTIVERSION void InputNchwSeg2(const Geometry& g, const float* xn, int64_t tr, int64_t t0, int64_t nt,
+                                        float* v, int64_t ld, int64_t col0, float* scratch) {
+  InputSegmentNchw<2>(g, xn, tr, t0, nt, v, ld, col0, scratch);
+}
+TESSERA_MULTIVERSION void InputNchwSeg4(const Geometry& g, const float* xn, int64_t tr, int64_t t0, int64_t nt,
+                                        float* v, int64_t ld, int64_t col0, float* scratch) {
+  InputSegmentNchw<4>(g, xn, tr, t0, nt, v, ld, col0, scratch);
+}
+TESSERA_MULTIVERSION void OutputNchwSeg2(const Geometry& g, const float* mm, int64_t ld, int64_t col0, int64_t tr,
+                                         int64_t t0, int64_t nt, const float* bias, float* yn, float* scratch) {
+  OutputSegmentNchw<2>(g, mm, ld, col0, tr, t0, nt, bias, yn, scratch);
+}
+TESSERA_MULTIVERSION void OutputNchwSeg4(const Geometry& g, const float* mm, int64_t ld, int64_t col0, int64_t tr,
+                                         int64_t t0, int64_t nt, const float* bias, float* yn, float* scratch) {
+  OutputSegmentNchw<4>(g, mm, ld, col0, tr, t0, nt, bias, yn, scratch);
+}
+TESSERA_MULTIVERSION void Weight2(ImageLayout layout, const float* w, int64_t K, int64_t C, int64_t f0, int64_t n,
+                                  float* u, float* scratch) {
+  WeightChunk<2>(layout, w, K, C, f0, n, u, scratch);
+}
+TESSERA_MULTIVERSION void Weight4(ImageLayout layout, const float* w, int64_t K, int64_t C, int64_t f0, int64_t n,
+                                  float* u, float* scratch) {
+  WeightChunk<4>(layout, w, K, C, f0, n, u, scratch);
+}
+
+}  // namespace
+
+int64_t TransformScratchFloats(const Geometry& g) {
+  const int64_t a = g.m + 2;
+  const int64_t tiles_tmp = 2 * g.m * (g.tw + 2) + a * a * (g.tw + 2);
+  const int64_t lanes_tmp = (a * a + 1) * kLaneChunk;
+  const int64_t weights_tmp = (9 + 3 * a) * kWeightChunk;
+  return std::max({tiles_tmp, lanes_tmp, weights_tmp}) + 64;
+}
+
+void InputTransform(const Geometry& g, ImageLayout layout, const float* x, int64_t g0, int64_t g1, int64_t col0,
+                    float* v, int64_t ld, float* scratch) {
+  if (layout == ImageLayout::kNHWC) {
+    (g.m == 2 ? InputNhwc2 : InputNhwc4)(g, x, g0, g1, col0, v, ld, scratch);
+    return;
+  }
+  for (int64_t t = g0; t < g1;) {  // one tile row segment at a time
+    const int64_t n = t / (g.th * g.tw), tr = t / g.tw % g.th, tc = t % g.tw;
+    const int64_t nt = std::min(g1 - t, g.tw - tc);
+    (g.m == 2 ? InputNchwSeg2 : InputNchwSeg4)(g, x + n * g.C * g.H * g.W, tr, tc, nt, v, ld, col0 + t - g0,
+                                               scratch);
+    t += nt;
+  }
+}
+
+void OutputTransform(const Geometry& g, ImageLayout layout, const float* mm, int64_t ld, int64_t g0, int64_t g1,
+                     int64_t col0, const float* bias, float* y, float* scratch) {
+  if (layout == ImageLayout::kNHWC) {
+    (g.m == 2 ? OutputNhwc2 : OutputNhwc4)(g, mm, ld, g0, g1, col0, bias, y, scratch);
+    return;
+  }
+  for (int64_t t = g0; t < g1;) {
+    const int64_t n = t / (g.th * g.tw), tr = t / g.tw % g.th, tc = t % g.tw;
+    const int64_t nt = std::min(g1 - t, g.tw - tc);
+    (g.m == 2 ? OutputNchwSeg2 : OutputNchwSeg4)(g, mm, ld, col0 + t - g0, tr, tc, nt, bias,
+                                                 y + n * g.K * g.P * g.Q, scratch);
+    t += nt;
+  }
+}
+
+void WeightTransform(int m, ImageLayout layout, const float* w, int64_t K, int64_t C, int64_t f0, int64_t f1,
+                     float* u) {
+  float* scratch = kern::Scratch(4, (9 + 3 * (m + 2)) * kWeightChunk);
+  for (int64_t f = f0; f < f1; f += kWeightChunk) {
+    (m == 2 ? Weight2 : Weight4)(layout, w, K, C, f, std::min(kWeightChunk, f1 - f), u, scratch);
+  }
+}
+
+}  // namespace tessera::ops::winograd::detail
