@@ -31,20 +31,22 @@ using detail::Geometry;
 
 int64_t g_block_tiles_for_testing = 0;  // 0: automatic (see BlockTiles)
 
-constexpr int64_t kBlockBytes = 768 << 10;  // V + M of a block
+constexpr int64_t kBlockBytes = 1792 << 10;  // V + M of a block (measured: ~L2 + a half)
 constexpr int64_t kMinBlocksForBlocked = 8;
 
 int TileM(Tile tile) { return tile == Tile::kF2x2 ? 2 : 4; }
 
-int64_t BlockTiles(const Geometry& g) {
+int64_t BlockTiles(const Geometry& g, ImageLayout layout) {
   if (const char* env = std::getenv("TESSERA_WINOGRAD_BLOCK_TILES")) {  // tuning knob, undocumented
     if (int64_t b = std::atoll(env); b > 0) return b;
   }
   if (g_block_tiles_for_testing > 0) return g_block_tiles_for_testing;
   const int64_t a = g.m + 2;
   int64_t b = kBlockBytes / (a * a * (g.C + g.K) * int64_t{sizeof(float)});
-  b = std::clamp<int64_t>(b, 24, 384);
-  return (b + 11) / 12 * 12;  // whole 12-row / good 32-column GEMM panels
+  // Whole GEMM panels: the 12 x 32 micro-kernel runs tiles along N (32
+  // columns) for NCHW and along M (12 rows) for NHWC.
+  const int64_t q = layout == ImageLayout::kNCHW ? 32 : 24;
+  return std::clamp<int64_t>((b + q / 2) / q * q, 2 * q, 384);
 }
 
 void CheckArgs(const char* what, const float* x, int64_t N, int64_t C, int64_t H, int64_t W, const float* w, int64_t K,
@@ -90,11 +92,11 @@ void BlockGemms(const Geometry& g, ImageLayout layout, const float* u, const flo
 void Run(const Geometry& g, ImageLayout layout, const float* x, const float* u, const float* bias, float* y) {
   const int64_t T = (g.m + 2) * (g.m + 2);
   const int64_t tiles = g.Tiles();
-  const int64_t bt = std::min(tiles, BlockTiles(g));
+  const int64_t bt = std::min(tiles, BlockTiles(g, layout));
   const int64_t blocks = (tiles + bt - 1) / bt;
-  const int64_t scratch_floats = detail::TransformScratchFloats(g);
   const int64_t work = tiles * T * g.C * g.K;  // multiply-adds of the GEMMs
   if (blocks >= kMinBlocksForBlocked) {
+    const int64_t scratch_floats = detail::TransformScratchFloats(g, bt);
     kern::ParallelFor(blocks, work, kern::kParallelComputeBound, [&](int64_t b) {
       const int64_t g0 = b * bt, nb = std::min(bt, tiles - g0);
       float* v = kern::Scratch(1, T * g.C * bt);
@@ -106,19 +108,22 @@ void Run(const Geometry& g, ImageLayout layout, const float* x, const float* u, 
     });
     return;
   }
-  // Whole: every tile in one block (buffers of the calling thread).
+  // Whole: every tile in one block (buffers of the calling thread); the
+  // transforms split the tiles into chunks (lanes of the NCHW transforms).
   float* v = kern::Scratch(1, T * g.C * tiles);
   float* mm = kern::Scratch(2, T * g.K * tiles);
-  const int64_t rows = g.N * g.th;  // tile rows: the unit of the transforms' split
-  kern::ParallelFor(rows, tiles * T * g.C, kern::kParallelMemoryBound, [&](int64_t r) {
-    detail::InputTransform(g, layout, x, r * g.tw, (r + 1) * g.tw, r * g.tw, v, tiles,
-                           kern::Scratch(3, scratch_floats));
+  const int64_t chunk = std::min<int64_t>(tiles, std::max<int64_t>(32, (tiles + 15) / 16));
+  const int64_t chunks = (tiles + chunk - 1) / chunk;
+  const int64_t scratch_floats = detail::TransformScratchFloats(g, chunk);
+  kern::ParallelFor(chunks, tiles * T * g.C, kern::kParallelMemoryBound, [&](int64_t c) {
+    const int64_t g0 = c * chunk, g1 = std::min(tiles, g0 + chunk);
+    detail::InputTransform(g, layout, x, g0, g1, g0, v, tiles, kern::Scratch(3, scratch_floats));
   });
   kern::ParallelFor(T, work, kern::kParallelComputeBound,
                     [&](int64_t p) { BlockGemms(g, layout, u, v, mm, tiles, tiles, p, p + 1); });
-  kern::ParallelFor(rows, tiles * T * g.K, kern::kParallelMemoryBound, [&](int64_t r) {
-    detail::OutputTransform(g, layout, mm, tiles, r * g.tw, (r + 1) * g.tw, r * g.tw, bias, y,
-                            kern::Scratch(3, scratch_floats));
+  kern::ParallelFor(chunks, tiles * T * g.K, kern::kParallelMemoryBound, [&](int64_t c) {
+    const int64_t g0 = c * chunk, g1 = std::min(tiles, g0 + chunk);
+    detail::OutputTransform(g, layout, mm, tiles, g0, g1, g0, bias, y, kern::Scratch(3, scratch_floats));
   });
 }
 

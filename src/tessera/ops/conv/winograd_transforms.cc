@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "tessera/ops/elementwise/kernel_util.h"
 
@@ -83,7 +84,7 @@ TESSERA_ALWAYS_INLINE void WeightRows(const float* const* in, float* const* out,
   }
 }
 
-// out[q][l] = sum_i A^T[q][i] in[i][l] + bias[l] (bias may be kZeros).
+// out[q][l] = sum_i A^T[q][i] in[i][l] + bias[l] (bias: n lanes).
 template <int M>
 TESSERA_ALWAYS_INLINE void OutRows(const float* const* in, float* const* out, const float* bias, int64_t n) {
   if constexpr (M == 2) {
@@ -105,6 +106,31 @@ TESSERA_ALWAYS_INLINE void OutRows(const float* const* in, float* const* out, co
       o1[l] = sm + 2.0f * tm + bias[l];
       o2[l] = sp + 4.0f * tp + bias[l];
       o3[l] = sm + 8.0f * tm + d5[l] + bias[l];
+    }
+  }
+}
+
+template <int M>
+TESSERA_ALWAYS_INLINE void OutRows(const float* const* in, float* const* out, int64_t n) {
+  if constexpr (M == 2) {
+    const float *d0 = in[0], *d1 = in[1], *d2 = in[2], *d3 = in[3];
+    float *o0 = out[0], *o1 = out[1];
+#pragma GCC ivdep
+    for (int64_t l = 0; l < n; ++l) {
+      o0[l] = d0[l] + d1[l] + d2[l];
+      o1[l] = d1[l] - d2[l] - d3[l];
+    }
+  } else {
+    const float *d0 = in[0], *d1 = in[1], *d2 = in[2], *d3 = in[3], *d4 = in[4], *d5 = in[5];
+    float *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3];
+#pragma GCC ivdep
+    for (int64_t l = 0; l < n; ++l) {
+      const float sp = d1[l] + d2[l], sm = d1[l] - d2[l];
+      const float tp = d3[l] + d4[l], tm = d3[l] - d4[l];
+      o0[l] = d0[l] + sp + tp;
+      o1[l] = sm + 2.0f * tm;
+      o2[l] = sp + 4.0f * tp;
+      o3[l] = sm + 8.0f * tm + d5[l];
     }
   }
 }
@@ -152,92 +178,120 @@ TESSERA_ALWAYS_INLINE void OutputTileNhwc(const float* mm, int64_t pos_stride, i
     for (int j = 0; j < A; ++j) {  // down each column: A^T M
       for (int i = 0; i < A; ++i) in[i] = mm + (i * A + j) * pos_stride + k0;
       for (int r = 0; r < M; ++r) out[r] = tmp + (r * A + j) * kLaneChunk;
-      OutRows<M>(in, out, kZeros, n);
+      OutRows<M>(in, out, n);
     }
-    const float* b = bias ? bias + k0 : kZeros;
     for (int r = 0; r < M && h0 + r < P; ++r) {  // along each row: (A^T M) A + bias
       for (int j = 0; j < A; ++j) in[j] = tmp + (r * A + j) * kLaneChunk;
       for (int q = 0; q < M; ++q) out[q] = w0 + q < Q ? yn + ((h0 + r) * Q + w0 + q) * K + k0 : dump;
-      OutRows<M>(in, out, b, n);
+      if (bias) {
+        OutRows<M>(in, out, bias + k0, n);
+      } else {
+        OutRows<M>(in, out, n);
+      }
     }
   }
 }
 
-// ---- NCHW: lanes are the tiles of one tile row --------------------------------
+// ---- NCHW: lanes are the tiles of a block -----------------------------------
+// Each tile's input patch is gathered row by row into A lane arrays (scalar
+// copies; zeros outside the image), then both passes run over all nb tiles
+// of the block at once; the output is scattered back the same way.
 
-// Tiles [t0, t0 + nt) of tile row tr of image xn (all channels) into
-// v[pos * pos_stride + c * ld + col0 + t].
+struct TileInfo {
+  int64_t x_off, y_off;       // x index of the patch origin (may be out of the image), y index of the output origin
+  int8_t r_lo, r_hi, i_lo, i_hi;  // patch rows / columns inside the image
+  int8_t rows, cols;          // valid output rows / columns (partial last tiles)
+};
+
+void FillTileInfo(const Geometry& g, int64_t g0, int64_t nb, TileInfo* info) {
+  const int64_t a = g.m + 2;
+  for (int64_t t = 0; t < nb; ++t) {
+    const int64_t gt = g0 + t, n = gt / (g.th * g.tw), tr = gt / g.tw % g.th, tc = gt % g.tw;
+    const int64_t h0 = tr * g.m - g.pad_h, w0 = tc * g.m - g.pad_w;
+    TileInfo& o = info[t];
+    o.x_off = (n * g.C * g.H + h0) * g.W + w0;
+    o.y_off = (n * g.K * g.P + tr * g.m) * g.Q + tc * g.m;
+    o.r_lo = static_cast<int8_t>(std::clamp<int64_t>(-h0, 0, a));
+    o.r_hi = static_cast<int8_t>(std::clamp<int64_t>(g.H - h0, o.r_lo, a));
+    o.i_lo = static_cast<int8_t>(std::clamp<int64_t>(-w0, 0, a));
+    o.i_hi = static_cast<int8_t>(std::clamp<int64_t>(g.W - w0, o.i_lo, a));
+    o.rows = static_cast<int8_t>(std::min<int64_t>(g.m, g.P - tr * g.m));
+    o.cols = static_cast<int8_t>(std::min<int64_t>(g.m, g.Q - tc * g.m));
+  }
+}
+
+int64_t LaneStride(int64_t nb) { return (nb + 15) / 16 * 16; }
+
 template <int M>
-TESSERA_ALWAYS_INLINE void InputSegmentNchw(const Geometry& g, const float* xn, int64_t tr, int64_t t0, int64_t nt,
-                                            float* v, int64_t ld, int64_t col0, float* scratch) {
+TESSERA_ALWAYS_INLINE void InputBlockNchw(const Geometry& g, const float* x, const TileInfo* tiles, int64_t nb,
+                                          float* v, int64_t ld, int64_t col0, float* scratch) {
   constexpr int A = M + 2;
-  const int64_t ps = nt + 2;          // phase / tmp row stride (>= nt + 1)
-  float* row = scratch;               // M * ps floats: padded input row
-  float* ph = row + M * ps;           // M phases of ps floats
-  float* tmp = ph + M * ps;           // A * A rows of ps floats
-  const int64_t wbeg = t0 * M - g.pad_w;  // input column of row[0]
-  const int64_t len = M * (nt + 1);       // >= nt * M + 2
-  const int64_t lo = std::clamp<int64_t>(-wbeg, 0, len);
-  const int64_t hi = std::clamp<int64_t>(g.W - wbeg, lo, len);
+  const int64_t s = LaneStride(nb);
+  float* ph = scratch;      // A lane arrays: one patch row of every tile
+  float* tmp = ph + A * s;  // A * A lane arrays: rows transformed
+  const int64_t plane = g.H * g.W;
   const float* in[A];
   float* out[A];
   for (int64_t c = 0; c < g.C; ++c) {
-    const float* xc = xn + c * g.H * g.W;
     for (int r = 0; r < A; ++r) {
-      const int64_t h = tr * M - g.pad_h + r;
-      for (int j = 0; j < A; ++j) out[j] = tmp + (r * A + j) * ps;
-      if (h < 0 || h >= g.H) {
-        for (int j = 0; j < A; ++j) std::memset(out[j], 0, sizeof(float) * nt);
-        continue;
+      for (int64_t t = 0; t < nb; ++t) {
+        const TileInfo& o = tiles[t];
+        const float* src = x + (o.x_off + c * plane + r * g.W);
+        if (r >= o.r_lo && r < o.r_hi && o.i_lo == 0 && o.i_hi == A) {
+          for (int i = 0; i < A; ++i) ph[i * s + t] = src[i];
+        } else {
+          const bool row_in = r >= o.r_lo && r < o.r_hi;
+          for (int i = 0; i < A; ++i) ph[i * s + t] = row_in && i >= o.i_lo && i < o.i_hi ? src[i] : 0.0f;
+        }
       }
-      std::memset(row, 0, sizeof(float) * lo);
-      std::memcpy(row + lo, xc + h * g.W + wbeg + lo, sizeof(float) * (hi - lo));
-      std::memset(row + hi, 0, sizeof(float) * (len - hi));
-      for (int64_t t = 0; t <= nt; ++t) {
-        for (int q = 0; q < M; ++q) ph[q * ps + t] = row[t * M + q];
+      for (int i = 0; i < A; ++i) {
+        in[i] = ph + i * s;
+        out[i] = tmp + (r * A + i) * s;
       }
-      for (int i = 0; i < A; ++i) in[i] = ph + (i % M) * ps + i / M;
-      InRows<M>(in, out, nt);
+      InRows<M>(in, out, nb);
     }
     for (int j = 0; j < A; ++j) {
       for (int r = 0; r < A; ++r) {
-        in[r] = tmp + (r * A + j) * ps;
+        in[r] = tmp + (r * A + j) * s;
         out[r] = v + (r * A + j) * (g.C * ld) + c * ld + col0;
       }
-      InRows<M>(in, out, nt);
+      InRows<M>(in, out, nb);
     }
   }
 }
 
 template <int M>
-TESSERA_ALWAYS_INLINE void OutputSegmentNchw(const Geometry& g, const float* mm, int64_t ld, int64_t col0,
-                                             int64_t tr, int64_t t0, int64_t nt, const float* bias, float* yn,
-                                             float* scratch) {
+TESSERA_ALWAYS_INLINE void OutputBlockNchw(const Geometry& g, const float* mm, int64_t ld, int64_t col0,
+                                           const TileInfo* tiles, int64_t nb, const float* bias, float* y,
+                                           float* scratch) {
   constexpr int A = M + 2;
-  const int64_t ps = nt + 2;
-  float* row = scratch;      // M * ps
-  float* ph = row + M * ps;  // M * ps
-  float* tmp = ph + M * ps;  // M * A rows of ps
-  const int64_t wbeg = t0 * M;
-  const int64_t valid = std::min(nt * M, g.Q - wbeg);
+  const int64_t s = LaneStride(nb);
+  float* tmp = scratch;         // M * A lane arrays: columns transformed
+  float* res = tmp + M * A * s;  // M lane arrays: one output row of every tile
+  const int64_t plane = g.P * g.Q;
   const float* in[A];
   float* out[A];
   for (int64_t k = 0; k < g.K; ++k) {
     for (int j = 0; j < A; ++j) {
       for (int i = 0; i < A; ++i) in[i] = mm + (i * A + j) * (g.K * ld) + k * ld + col0;
-      for (int r = 0; r < M; ++r) out[r] = tmp + (r * A + j) * ps;
-      OutRows<M>(in, out, kZeros, nt);
+      for (int r = 0; r < M; ++r) out[r] = tmp + (r * A + j) * s;
+      OutRows<M>(in, out, nb);
     }
     const float b = bias ? bias[k] : 0.0f;
-    float* yk = yn + k * g.P * g.Q;
-    for (int r = 0; r < M && tr * M + r < g.P; ++r) {
-      for (int j = 0; j < A; ++j) in[j] = tmp + (r * A + j) * ps;
-      for (int q = 0; q < M; ++q) out[q] = ph + q * ps;
-      OutRows<M>(in, out, kZeros, nt);
-      for (int64_t t = 0; t < nt; ++t) {
-        for (int q = 0; q < M; ++q) row[t * M + q] = ph[q * ps + t] + b;
+    for (int r = 0; r < M; ++r) {
+      for (int j = 0; j < A; ++j) in[j] = tmp + (r * A + j) * s;
+      for (int q = 0; q < M; ++q) out[q] = res + q * s;
+      OutRows<M>(in, out, nb);
+      for (int64_t t = 0; t < nb; ++t) {
+        const TileInfo& o = tiles[t];
+        if (r >= o.rows) continue;
+        float* dst = y + (o.y_off + k * plane + r * g.Q);
+        if (o.cols == M) {
+          for (int q = 0; q < M; ++q) dst[q] = res[q * s + t] + b;
+        } else {
+          for (int q = 0; q < o.cols; ++q) dst[q] = res[q * s + t] + b;
+        }
       }
-      std::memcpy(yk + (tr * M + r) * g.Q + wbeg, row, sizeof(float) * valid);
     }
   }
 }
@@ -305,21 +359,21 @@ TESSERA_MULTIVERSION void OutputNhwc4(const Geometry& g, const float* mm, int64_
                       y + n * g.P * g.Q * g.K, scratch);
   }
 }
-TESSERA_MULTIVERSION void InputNchwSeg2(const Geometry& g, const float* xn, int64_t tr, int64_t t0, int64_t nt,
-                                        float* v, int64_t ld, int64_t col0, float* scratch) {
-  InputSegmentNchw<2>(g, xn, tr, t0, nt, v, ld, col0, scratch);
+TESSERA_MULTIVERSION void InputNchw2(const Geometry& g, const float* x, const TileInfo* tiles, int64_t nb, float* v,
+                                     int64_t ld, int64_t col0, float* scratch) {
+  InputBlockNchw<2>(g, x, tiles, nb, v, ld, col0, scratch);
 }
-TESSERA_MULTIVERSION void InputNchwSeg4(const Geometry& g, const float* xn, int64_t tr, int64_t t0, int64_t nt,
-                                        float* v, int64_t ld, int64_t col0, float* scratch) {
-  InputSegmentNchw<4>(g, xn, tr, t0, nt, v, ld, col0, scratch);
+TESSERA_MULTIVERSION void InputNchw4(const Geometry& g, const float* x, const TileInfo* tiles, int64_t nb, float* v,
+                                     int64_t ld, int64_t col0, float* scratch) {
+  InputBlockNchw<4>(g, x, tiles, nb, v, ld, col0, scratch);
 }
-TESSERA_MULTIVERSION void OutputNchwSeg2(const Geometry& g, const float* mm, int64_t ld, int64_t col0, int64_t tr,
-                                         int64_t t0, int64_t nt, const float* bias, float* yn, float* scratch) {
-  OutputSegmentNchw<2>(g, mm, ld, col0, tr, t0, nt, bias, yn, scratch);
+TESSERA_MULTIVERSION void OutputNchw2(const Geometry& g, const float* mm, int64_t ld, int64_t col0,
+                                      const TileInfo* tiles, int64_t nb, const float* bias, float* y, float* scratch) {
+  OutputBlockNchw<2>(g, mm, ld, col0, tiles, nb, bias, y, scratch);
 }
-TESSERA_MULTIVERSION void OutputNchwSeg4(const Geometry& g, const float* mm, int64_t ld, int64_t col0, int64_t tr,
-                                         int64_t t0, int64_t nt, const float* bias, float* yn, float* scratch) {
-  OutputSegmentNchw<4>(g, mm, ld, col0, tr, t0, nt, bias, yn, scratch);
+TESSERA_MULTIVERSION void OutputNchw4(const Geometry& g, const float* mm, int64_t ld, int64_t col0,
+                                      const TileInfo* tiles, int64_t nb, const float* bias, float* y, float* scratch) {
+  OutputBlockNchw<4>(g, mm, ld, col0, tiles, nb, bias, y, scratch);
 }
 TESSERA_MULTIVERSION void Weight2(ImageLayout layout, const float* w, int64_t K, int64_t C, int64_t f0, int64_t n,
                                   float* u, float* scratch) {
@@ -330,14 +384,19 @@ TESSERA_MULTIVERSION void Weight4(ImageLayout layout, const float* w, int64_t K,
   WeightChunk<4>(layout, w, K, C, f0, n, u, scratch);
 }
 
+TileInfo* TileInfos(int64_t nb) {
+  thread_local std::vector<TileInfo> infos;
+  if (static_cast<int64_t>(infos.size()) < nb) infos.resize(static_cast<size_t>(nb));
+  return infos.data();
+}
+
 }  // namespace
 
-int64_t TransformScratchFloats(const Geometry& g) {
+int64_t TransformScratchFloats(const Geometry& g, int64_t max_tiles) {
   const int64_t a = g.m + 2;
-  const int64_t tiles_tmp = 2 * g.m * (g.tw + 2) + a * a * (g.tw + 2);
+  const int64_t tiles_tmp = (a + a * a) * LaneStride(max_tiles);
   const int64_t lanes_tmp = (a * a + 1) * kLaneChunk;
-  const int64_t weights_tmp = (9 + 3 * a) * kWeightChunk;
-  return std::max({tiles_tmp, lanes_tmp, weights_tmp}) + 64;
+  return std::max(tiles_tmp, lanes_tmp) + 64;
 }
 
 void InputTransform(const Geometry& g, ImageLayout layout, const float* x, int64_t g0, int64_t g1, int64_t col0,
@@ -346,13 +405,9 @@ void InputTransform(const Geometry& g, ImageLayout layout, const float* x, int64
     (g.m == 2 ? InputNhwc2 : InputNhwc4)(g, x, g0, g1, col0, v, ld, scratch);
     return;
   }
-  for (int64_t t = g0; t < g1;) {  // one tile row segment at a time
-    const int64_t n = t / (g.th * g.tw), tr = t / g.tw % g.th, tc = t % g.tw;
-    const int64_t nt = std::min(g1 - t, g.tw - tc);
-    (g.m == 2 ? InputNchwSeg2 : InputNchwSeg4)(g, x + n * g.C * g.H * g.W, tr, tc, nt, v, ld, col0 + t - g0,
-                                               scratch);
-    t += nt;
-  }
+  TileInfo* tiles = TileInfos(g1 - g0);
+  FillTileInfo(g, g0, g1 - g0, tiles);
+  (g.m == 2 ? InputNchw2 : InputNchw4)(g, x, tiles, g1 - g0, v, ld, col0, scratch);
 }
 
 void OutputTransform(const Geometry& g, ImageLayout layout, const float* mm, int64_t ld, int64_t g0, int64_t g1,
@@ -361,13 +416,9 @@ void OutputTransform(const Geometry& g, ImageLayout layout, const float* mm, int
     (g.m == 2 ? OutputNhwc2 : OutputNhwc4)(g, mm, ld, g0, g1, col0, bias, y, scratch);
     return;
   }
-  for (int64_t t = g0; t < g1;) {
-    const int64_t n = t / (g.th * g.tw), tr = t / g.tw % g.th, tc = t % g.tw;
-    const int64_t nt = std::min(g1 - t, g.tw - tc);
-    (g.m == 2 ? OutputNchwSeg2 : OutputNchwSeg4)(g, mm, ld, col0 + t - g0, tr, tc, nt, bias,
-                                                 y + n * g.K * g.P * g.Q, scratch);
-    t += nt;
-  }
+  TileInfo* tiles = TileInfos(g1 - g0);
+  FillTileInfo(g, g0, g1 - g0, tiles);
+  (g.m == 2 ? OutputNchw2 : OutputNchw4)(g, mm, ld, col0, tiles, g1 - g0, bias, y, scratch);
 }
 
 void WeightTransform(int m, ImageLayout layout, const float* w, int64_t K, int64_t C, int64_t f0, int64_t f1,

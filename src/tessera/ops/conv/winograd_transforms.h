@@ -24,8 +24,9 @@ struct Geometry {
   int64_t Tiles() const { return N * th * tw; }
 };
 
-// Floats of per-thread temporary space the transforms below need.
-int64_t TransformScratchFloats(const Geometry& g);
+// Floats of per-thread temporary space the transforms below need for
+// ranges of at most max_tiles tiles.
+int64_t TransformScratchFloats(const Geometry& g, int64_t max_tiles);
 
 // Transforms the tiles [g0, g1) of x into V at block columns col0.. .
 void InputTransform(const Geometry& g, ImageLayout layout, const float* x, int64_t g0, int64_t g1, int64_t col0,
