@@ -78,13 +78,12 @@ void TransformWeightInto(int m, ImageLayout layout, const float* w, int64_t K, i
 // The (m+2)^2 products of one block of nb tiles (block stride ld).
 void BlockGemms(const Geometry& g, ImageLayout layout, const float* u, const float* v, float* mm, int64_t nb,
                 int64_t ld, int64_t p0, int64_t p1) {
+  const int64_t ups = detail::UPosStride(g.K, g.C), vps = detail::VPosStride(g, ld), mps = detail::MPosStride(g, ld);
   for (int64_t p = p0; p < p1; ++p) {
     if (layout == ImageLayout::kNCHW) {  // M[K x nb] = U[K x C] V[C x nb]
-      GemmF32(false, false, g.K, nb, g.C, 1.0f, u + p * g.K * g.C, g.C, v + p * g.C * ld, ld, 0.0f,
-              mm + p * g.K * ld, ld);
+      GemmF32(false, false, g.K, nb, g.C, 1.0f, u + p * ups, g.C, v + p * vps, ld, 0.0f, mm + p * mps, ld);
     } else {  // M[nb x K] = V[nb x C] U[C x K]
-      GemmF32(false, false, nb, g.K, g.C, 1.0f, v + p * ld * g.C, g.C, u + p * g.C * g.K, g.K, 0.0f,
-              mm + p * ld * g.K, g.K);
+      GemmF32(false, false, nb, g.K, g.C, 1.0f, v + p * vps, g.C, u + p * ups, g.K, 0.0f, mm + p * mps, g.K);
     }
   }
 }
@@ -99,8 +98,8 @@ void Run(const Geometry& g, ImageLayout layout, const float* x, const float* u, 
     const int64_t scratch_floats = detail::TransformScratchFloats(g, bt);
     kern::ParallelFor(blocks, work, kern::kParallelComputeBound, [&](int64_t b) {
       const int64_t g0 = b * bt, nb = std::min(bt, tiles - g0);
-      float* v = kern::Scratch(1, T * g.C * bt);
-      float* mm = kern::Scratch(2, T * g.K * bt);
+      float* v = kern::Scratch(1, T * detail::VPosStride(g, bt));
+      float* mm = kern::Scratch(2, T * detail::MPosStride(g, bt));
       float* scratch = kern::Scratch(3, scratch_floats);
       detail::InputTransform(g, layout, x, g0, g0 + nb, 0, v, bt, scratch);
       BlockGemms(g, layout, u, v, mm, nb, bt, 0, T);
@@ -110,8 +109,8 @@ void Run(const Geometry& g, ImageLayout layout, const float* x, const float* u, 
   }
   // Whole: every tile in one block (buffers of the calling thread); the
   // transforms split the tiles into chunks (lanes of the NCHW transforms).
-  float* v = kern::Scratch(1, T * g.C * tiles);
-  float* mm = kern::Scratch(2, T * g.K * tiles);
+  float* v = kern::Scratch(1, T * detail::VPosStride(g, tiles));
+  float* mm = kern::Scratch(2, T * detail::MPosStride(g, tiles));
   const int64_t chunk = std::min<int64_t>(tiles, std::max<int64_t>(32, (tiles + 15) / 16));
   const int64_t chunks = (tiles + chunk - 1) / chunk;
   const int64_t scratch_floats = detail::TransformScratchFloats(g, chunk);
@@ -150,7 +149,7 @@ void Conv3x3Forward(Tile tile, ImageLayout layout, const float* x, int64_t N, in
                     const float* w, int64_t K, int64_t pad_h, int64_t pad_w, const float* bias, float* y) {
   CheckArgs("winograd::Conv3x3Forward", x, N, C, H, W, w, K, pad_h, pad_w, y);
   const int m = TileM(tile);
-  float* u = kern::Scratch(0, (m + 2) * (m + 2) * K * C);
+  float* u = kern::Scratch(0, (m + 2) * (m + 2) * detail::UPosStride(K, C));
   TransformWeightInto(m, layout, w, K, C, u);
   Run(MakeGeometry(m, N, C, H, W, K, pad_h, pad_w), layout, x, u, bias, y);
 }
@@ -162,7 +161,7 @@ TransformedWeight TransformWeight(Tile tile, ImageLayout layout, const float* w,
   TransformedWeight t;
   t.tile = tile, t.layout = layout, t.K = K, t.C = C;
   const int m = TileM(tile);
-  t.u.resize(static_cast<size_t>((m + 2) * (m + 2) * K * C));
+  t.u.resize(static_cast<size_t>((m + 2) * (m + 2) * detail::UPosStride(K, C)));
   TransformWeightInto(m, layout, w, K, C, t.u.data());
   return t;
 }
@@ -170,7 +169,7 @@ TransformedWeight TransformWeight(Tile tile, ImageLayout layout, const float* w,
 void Conv3x3Forward(const TransformedWeight& u, const float* x, int64_t N, int64_t H, int64_t W, int64_t pad_h,
                     int64_t pad_w, const float* bias, float* y) {
   const int m = TileM(u.tile);
-  if (static_cast<int64_t>(u.u.size()) != (m + 2) * (m + 2) * u.K * u.C || u.K < 1) {
+  if (u.K < 1 || u.C < 1 || static_cast<int64_t>(u.u.size()) != (m + 2) * (m + 2) * detail::UPosStride(u.K, u.C)) {
     throw OpError("winograd::Conv3x3Forward: TransformedWeight is empty or inconsistent (use TransformWeight)");
   }
   CheckArgs("winograd::Conv3x3Forward", x, N, u.C, H, W, u.u.data(), u.K, pad_h, pad_w, y);

@@ -48,7 +48,7 @@ struct TransformedWeight {
   Tile tile = Tile::kF4x4;
   ImageLayout layout = ImageLayout::kNCHW;
   int64_t K = 0, C = 0;
-  std::vector<float> u;  // [(m+2)^2][K][C] for NCHW, [(m+2)^2][C][K] for NHWC
+  std::vector<float> u;  // (m+2)^2 x [K][C] (NCHW) or [C][K] (NHWC), positions K*C+16 floats apart
 };
 TransformedWeight TransformWeight(Tile tile, ImageLayout layout, const float* w, int64_t K, int64_t C);
 

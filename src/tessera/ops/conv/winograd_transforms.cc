@@ -12,8 +12,9 @@
 // are channels (NHWC, weights: flat (k, c) index) or tiles of one tile row
 // (NCHW: rows are deinterleaved into m phases first, so tile t's element i is
 // phase[i % m][t + i / m]). These loops auto-vectorize (ivdep: the pointers
-// never alias). fp contraction is off (ISO C++), so every clone and every
-// lane computes bit-identical values.
+// never alias). GCC contracts a*b+c into FMAs in the vector body and the
+// scalar remainder alike, so a lane's value does not depend on its position
+// in a vector (nor, therefore, on blocking or threads).
 
 namespace tessera::ops::winograd::detail {
 namespace {
@@ -253,7 +254,7 @@ TESSERA_ALWAYS_INLINE void InputBlockNchw(const Geometry& g, const float* x, con
     for (int j = 0; j < A; ++j) {
       for (int r = 0; r < A; ++r) {
         in[r] = tmp + (r * A + j) * s;
-        out[r] = v + (r * A + j) * (g.C * ld) + c * ld + col0;
+        out[r] = v + (r * A + j) * VPosStride(g, ld) + c * ld + col0;
       }
       InRows<M>(in, out, nb);
     }
@@ -273,7 +274,7 @@ TESSERA_ALWAYS_INLINE void OutputBlockNchw(const Geometry& g, const float* mm, i
   float* out[A];
   for (int64_t k = 0; k < g.K; ++k) {
     for (int j = 0; j < A; ++j) {
-      for (int i = 0; i < A; ++i) in[i] = mm + (i * A + j) * (g.K * ld) + k * ld + col0;
+      for (int i = 0; i < A; ++i) in[i] = mm + (i * A + j) * MPosStride(g, ld) + k * ld + col0;
       for (int r = 0; r < M; ++r) out[r] = tmp + (r * A + j) * s;
       OutRows<M>(in, out, nb);
     }
@@ -306,7 +307,7 @@ TESSERA_ALWAYS_INLINE void WeightChunk(ImageLayout layout, const float* w, int64
   constexpr int A = M + 2;
   float* g = scratch;                      // [9][kWeightChunk]
   float* tmp = g + 9 * kWeightChunk;       // [A][3][kWeightChunk]
-  const int64_t F = K * C;
+  const int64_t ups = UPosStride(K, C);
   for (int64_t l = 0; l < n; ++l) {
     const int64_t f = f0 + l;
     const int64_t kc = layout == ImageLayout::kNCHW ? f : (f % K) * C + f / K;
@@ -321,7 +322,7 @@ TESSERA_ALWAYS_INLINE void WeightChunk(ImageLayout layout, const float* w, int64
   }
   for (int i = 0; i < A; ++i) {  // (G g) G^T: along each row
     for (int j = 0; j < 3; ++j) in[j] = tmp + (i * 3 + j) * kWeightChunk;
-    for (int j = 0; j < A; ++j) out[j] = u + (i * A + j) * F + f0;
+    for (int j = 0; j < A; ++j) out[j] = u + (i * A + j) * ups + f0;
     WeightRows<M>(in, out, n);
   }
 }
@@ -332,7 +333,7 @@ TESSERA_MULTIVERSION void InputNhwc2(const Geometry& g, const float* x, int64_t 
   for (int64_t t = g0; t < g1; ++t) {
     const int64_t n = t / (g.th * g.tw), tr = t / g.tw % g.th, tc = t % g.tw;
     InputTileNhwc<2>(x + n * g.H * g.W * g.C, g.H, g.W, g.C, tr * 2 - g.pad_h, tc * 2 - g.pad_w,
-                     v + (col0 + t - g0) * g.C, ld * g.C, scratch);
+                     v + (col0 + t - g0) * g.C, VPosStride(g, ld), scratch);
   }
 }
 TESSERA_MULTIVERSION void InputNhwc4(const Geometry& g, const float* x, int64_t g0, int64_t g1, int64_t col0,
@@ -340,14 +341,14 @@ TESSERA_MULTIVERSION void InputNhwc4(const Geometry& g, const float* x, int64_t 
   for (int64_t t = g0; t < g1; ++t) {
     const int64_t n = t / (g.th * g.tw), tr = t / g.tw % g.th, tc = t % g.tw;
     InputTileNhwc<4>(x + n * g.H * g.W * g.C, g.H, g.W, g.C, tr * 4 - g.pad_h, tc * 4 - g.pad_w,
-                     v + (col0 + t - g0) * g.C, ld * g.C, scratch);
+                     v + (col0 + t - g0) * g.C, VPosStride(g, ld), scratch);
   }
 }
 TESSERA_MULTIVERSION void OutputNhwc2(const Geometry& g, const float* mm, int64_t ld, int64_t g0, int64_t g1,
                                       int64_t col0, const float* bias, float* y, float* scratch) {
   for (int64_t t = g0; t < g1; ++t) {
     const int64_t n = t / (g.th * g.tw), tr = t / g.tw % g.th, tc = t % g.tw;
-    OutputTileNhwc<2>(mm + (col0 + t - g0) * g.K, ld * g.K, g.P, g.Q, g.K, tr * 2, tc * 2, bias,
+    OutputTileNhwc<2>(mm + (col0 + t - g0) * g.K, MPosStride(g, ld), g.P, g.Q, g.K, tr * 2, tc * 2, bias,
                       y + n * g.P * g.Q * g.K, scratch);
   }
 }
@@ -355,7 +356,7 @@ TESSERA_MULTIVERSION void OutputNhwc4(const Geometry& g, const float* mm, int64_
                                       int64_t col0, const float* bias, float* y, float* scratch) {
   for (int64_t t = g0; t < g1; ++t) {
     const int64_t n = t / (g.th * g.tw), tr = t / g.tw % g.th, tc = t % g.tw;
-    OutputTileNhwc<4>(mm + (col0 + t - g0) * g.K, ld * g.K, g.P, g.Q, g.K, tr * 4, tc * 4, bias,
+    OutputTileNhwc<4>(mm + (col0 + t - g0) * g.K, MPosStride(g, ld), g.P, g.Q, g.K, tr * 4, tc * 4, bias,
                       y + n * g.P * g.Q * g.K, scratch);
   }
 }

@@ -7,7 +7,10 @@
 //   a block holds tiles [g0, g0 + ld) at columns 0..ld-1 (ld = block stride);
 //   NCHW: V [T][C][ld], M [T][K][ld], U [T][K][C]  (M = U * V per position)
 //   NHWC: V [T][ld][C], M [T][ld][K], U [T][C][K]  (M = V * U per position)
-//   with T = (m+2)^2 positions, position index i*(m+2) + j.
+//   with T = (m+2)^2 positions, position index i*(m+2) + j, and positions
+//   kPosPad floats further apart than their size (VPosStride etc.): the
+//   transforms write all T positions at once, and T streams a multiple of
+//   4 KiB apart would share L1 sets.
 // The AVX-512 clones are chosen at load time (TESSERA_MULTIVERSION).
 #pragma once
 
@@ -23,6 +26,11 @@ struct Geometry {
   int64_t P = 0, Q = 0, th = 0, tw = 0;  // output size, tiles per column / row
   int64_t Tiles() const { return N * th * tw; }
 };
+
+inline constexpr int64_t kPosPad = 16;
+inline int64_t VPosStride(const Geometry& g, int64_t ld) { return g.C * ld + kPosPad; }
+inline int64_t MPosStride(const Geometry& g, int64_t ld) { return g.K * ld + kPosPad; }
+inline int64_t UPosStride(int64_t K, int64_t C) { return K * C + kPosPad; }
 
 // Floats of per-thread temporary space the transforms below need for
 // ranges of at most max_tiles tiles.
