@@ -17,7 +17,7 @@
 //
 // Two schedules, chosen from the shape only (so results never depend on the
 // thread count; the per-tile arithmetic is the same in both):
-//  * blocked (many tiles): tiles are cut into blocks of ~kBlockBytes of V
+//  * blocked (many tiles): tiles are cut into blocks of ~1.2-1.75 MiB of V
 //    and M; each thread takes whole blocks: input transform, (m+2)^2
 //    single-threaded GEMMs, output transform, while V and M are in L2.
 //  * whole (few tiles, deep layers): one block holding every tile; each
@@ -31,8 +31,9 @@ using detail::Geometry;
 
 int64_t g_block_tiles_for_testing = 0;  // 0: automatic (see BlockTiles)
 
-constexpr int64_t kBlockBytes = 1792 << 10;  // V + M of a block (measured: ~L2 + a half)
-constexpr int64_t kMinBlocksForBlocked = 8;
+// V + M of a block (measured on Zen 5, 1 MiB L2: NCHW ~1.2 MiB, NHWC ~1.75 MiB).
+constexpr int64_t kBlockBytesNchw = 1216 << 10, kBlockBytesNhwc = 1792 << 10;
+constexpr int64_t kMinBlocksForBlocked = 4;
 
 int TileM(Tile tile) { return tile == Tile::kF2x2 ? 2 : 4; }
 
@@ -42,11 +43,12 @@ int64_t BlockTiles(const Geometry& g, ImageLayout layout) {
   }
   if (g_block_tiles_for_testing > 0) return g_block_tiles_for_testing;
   const int64_t a = g.m + 2;
-  int64_t b = kBlockBytes / (a * a * (g.C + g.K) * int64_t{sizeof(float)});
+  const int64_t bytes = layout == ImageLayout::kNCHW ? kBlockBytesNchw : kBlockBytesNhwc;
+  const int64_t b = bytes / (a * a * (g.C + g.K) * int64_t{sizeof(float)});
   // Whole GEMM panels: the 12 x 32 micro-kernel runs tiles along N (32
   // columns) for NCHW and along M (12 rows) for NHWC.
   const int64_t q = layout == ImageLayout::kNCHW ? 32 : 24;
-  return std::clamp<int64_t>((b + q / 2) / q * q, 2 * q, 384);
+  return std::clamp<int64_t>((b + q / 2) / q * q, q, 384);
 }
 
 void CheckArgs(const char* what, const float* x, int64_t N, int64_t C, int64_t H, int64_t W, const float* w, int64_t K,
@@ -75,26 +77,47 @@ void TransformWeightInto(int m, ImageLayout layout, const float* w, int64_t K, i
   });
 }
 
-// The (m+2)^2 products of one block of nb tiles (block stride ld).
-void BlockGemms(const Geometry& g, ImageLayout layout, const float* u, const float* v, float* mm, int64_t nb,
-                int64_t ld, int64_t p0, int64_t p1) {
-  const int64_t ups = detail::UPosStride(g.K, g.C), vps = detail::VPosStride(g, ld), mps = detail::MPosStride(g, ld);
+// The products of positions [p0, p1) of one block of nb tiles (block stride
+// ld) for output channels [k0, k0 + kb); u holds U of those channels only
+// (laid out as for K = kb).
+void BlockGemms(const Geometry& g, ImageLayout layout, const float* u, int64_t k0, int64_t kb, const float* v,
+                float* mm, int64_t nb, int64_t ld, int64_t p0, int64_t p1) {
+  const int64_t ups = detail::UPosStride(kb, g.C), vps = detail::VPosStride(g, ld), mps = detail::MPosStride(g, ld);
   for (int64_t p = p0; p < p1; ++p) {
-    if (layout == ImageLayout::kNCHW) {  // M[K x nb] = U[K x C] V[C x nb]
-      GemmF32(false, false, g.K, nb, g.C, 1.0f, u + p * ups, g.C, v + p * vps, ld, 0.0f, mm + p * mps, ld);
-    } else {  // M[nb x K] = V[nb x C] U[C x K]
-      GemmF32(false, false, nb, g.K, g.C, 1.0f, v + p * vps, g.C, u + p * ups, g.K, 0.0f, mm + p * mps, g.K);
+    if (layout == ImageLayout::kNCHW) {  // M[kb x nb] = U[kb x C] V[C x nb]
+      GemmF32(false, false, kb, nb, g.C, 1.0f, u + p * ups, g.C, v + p * vps, ld, 0.0f, mm + p * mps + k0 * ld, ld);
+    } else {  // M[nb x kb] = V[nb x C] U[C x kb]
+      GemmF32(false, false, nb, kb, g.C, 1.0f, v + p * vps, g.C, u + p * ups, kb, 0.0f, mm + p * mps + k0, g.K);
     }
   }
 }
 
-void Run(const Geometry& g, ImageLayout layout, const float* x, const float* u, const float* bias, float* y) {
+// Output channels per weight-transform chunk in the whole schedule: U of a
+// deep layer (37 MiB for F(4x4,3x3) at C = K = 512) would go to memory and
+// back; a chunk of ~kUChunkBytes stays in L3 between its transform and its
+// GEMMs. Whole GEMM panels: 12 rows (NCHW) / 32 columns (NHWC).
+constexpr int64_t kUChunkBytes = 4 << 20;
+int64_t KChunk(const Geometry& g, ImageLayout layout) {
+  const int64_t T = (g.m + 2) * (g.m + 2);
+  const int64_t q = layout == ImageLayout::kNCHW ? 12 : 32;
+  const int64_t kb = kUChunkBytes / (T * g.C * int64_t{sizeof(float)}) / q * q;
+  return std::clamp<int64_t>(kb, q, g.K);
+}
+
+// u: pre-transformed U of all K channels, or null (then w is transformed here).
+void Run(const Geometry& g, ImageLayout layout, const float* x, const float* u, const float* w, const float* bias,
+         float* y) {
   const int64_t T = (g.m + 2) * (g.m + 2);
   const int64_t tiles = g.Tiles();
   const int64_t bt = std::min(tiles, BlockTiles(g, layout));
   const int64_t blocks = (tiles + bt - 1) / bt;
   const int64_t work = tiles * T * g.C * g.K;  // multiply-adds of the GEMMs
   if (blocks >= kMinBlocksForBlocked) {
+    if (u == nullptr) {
+      float* uw = kern::Scratch(0, T * detail::UPosStride(g.K, g.C));
+      TransformWeightInto(g.m, layout, w, g.K, g.C, uw);
+      u = uw;
+    }
     const int64_t scratch_floats = detail::TransformScratchFloats(g, bt);
     kern::ParallelFor(blocks, work, kern::kParallelComputeBound, [&](int64_t b) {
       const int64_t g0 = b * bt, nb = std::min(bt, tiles - g0);
@@ -102,7 +125,7 @@ void Run(const Geometry& g, ImageLayout layout, const float* x, const float* u, 
       float* mm = kern::Scratch(2, T * detail::MPosStride(g, bt));
       float* scratch = kern::Scratch(3, scratch_floats);
       detail::InputTransform(g, layout, x, g0, g0 + nb, 0, v, bt, scratch);
-      BlockGemms(g, layout, u, v, mm, nb, bt, 0, T);
+      BlockGemms(g, layout, u, 0, g.K, v, mm, nb, bt, 0, T);
       detail::OutputTransform(g, layout, mm, bt, g0, g0 + nb, 0, bias, y, scratch);
     });
     return;
@@ -118,8 +141,18 @@ void Run(const Geometry& g, ImageLayout layout, const float* x, const float* u, 
     const int64_t g0 = c * chunk, g1 = std::min(tiles, g0 + chunk);
     detail::InputTransform(g, layout, x, g0, g1, g0, v, tiles, kern::Scratch(3, scratch_floats));
   });
-  kern::ParallelFor(T, work, kern::kParallelComputeBound,
-                    [&](int64_t p) { BlockGemms(g, layout, u, v, mm, tiles, tiles, p, p + 1); });
+  const int64_t kb = u ? g.K : KChunk(g, layout);
+  float* uw = u ? nullptr : kern::Scratch(0, T * detail::UPosStride(kb, g.C));
+  for (int64_t k0 = 0; k0 < g.K; k0 += kb) {
+    const int64_t kn = std::min(kb, g.K - k0);
+    const float* uc = u;
+    if (u == nullptr) {  // w[k0 : k0 + kn] is itself a [kn, C, 3, 3] weight
+      TransformWeightInto(g.m, layout, w + k0 * g.C * 9, kn, g.C, uw);
+      uc = uw;
+    }
+    kern::ParallelFor(T, tiles * T * g.C * kn, kern::kParallelComputeBound,
+                      [&](int64_t p) { BlockGemms(g, layout, uc, k0, kn, v, mm, tiles, tiles, p, p + 1); });
+  }
   kern::ParallelFor(chunks, tiles * T * g.K, kern::kParallelMemoryBound, [&](int64_t c) {
     const int64_t g0 = c * chunk, g1 = std::min(tiles, g0 + chunk);
     detail::OutputTransform(g, layout, mm, tiles, g0, g1, g0, bias, y, kern::Scratch(3, scratch_floats));
@@ -148,10 +181,7 @@ const char* TileName(Tile tile) { return tile == Tile::kF2x2 ? "F(2x2,3x3)" : "F
 void Conv3x3Forward(Tile tile, ImageLayout layout, const float* x, int64_t N, int64_t C, int64_t H, int64_t W,
                     const float* w, int64_t K, int64_t pad_h, int64_t pad_w, const float* bias, float* y) {
   CheckArgs("winograd::Conv3x3Forward", x, N, C, H, W, w, K, pad_h, pad_w, y);
-  const int m = TileM(tile);
-  float* u = kern::Scratch(0, (m + 2) * (m + 2) * detail::UPosStride(K, C));
-  TransformWeightInto(m, layout, w, K, C, u);
-  Run(MakeGeometry(m, N, C, H, W, K, pad_h, pad_w), layout, x, u, bias, y);
+  Run(MakeGeometry(TileM(tile), N, C, H, W, K, pad_h, pad_w), layout, x, nullptr, w, bias, y);
 }
 
 TransformedWeight TransformWeight(Tile tile, ImageLayout layout, const float* w, int64_t K, int64_t C) {
@@ -173,7 +203,7 @@ void Conv3x3Forward(const TransformedWeight& u, const float* x, int64_t N, int64
     throw OpError("winograd::Conv3x3Forward: TransformedWeight is empty or inconsistent (use TransformWeight)");
   }
   CheckArgs("winograd::Conv3x3Forward", x, N, u.C, H, W, u.u.data(), u.K, pad_h, pad_w, y);
-  Run(MakeGeometry(m, N, u.C, H, W, u.K, pad_h, pad_w), u.layout, x, u.u.data(), bias, y);
+  Run(MakeGeometry(m, N, u.C, H, W, u.K, pad_h, pad_w), u.layout, x, u.u.data(), nullptr, bias, y);
 }
 
 void RotatedTransposedWeight(const float* w, int64_t K, int64_t C, float* w_rot) {

@@ -300,28 +300,37 @@ TESSERA_ALWAYS_INLINE void OutputBlockNchw(const Geometry& g, const float* mm, i
 // ---- weights: lanes are flat (k, c) indices ---------------------------------
 
 constexpr int64_t kWeightChunk = 4 * kLaneChunk;
+constexpr int64_t kWeightStride = kWeightChunk + 16;  // lane arrays not 1 KiB apart (L1 sets)
 
 template <int M>
 TESSERA_ALWAYS_INLINE void WeightChunk(ImageLayout layout, const float* w, int64_t K, int64_t C, int64_t f0,
                                        int64_t n, float* u, float* scratch) {
   constexpr int A = M + 2;
-  float* g = scratch;                      // [9][kWeightChunk]
-  float* tmp = g + 9 * kWeightChunk;       // [A][3][kWeightChunk]
+  float* g = scratch;                  // [9][kWeightStride]
+  float* tmp = g + 9 * kWeightStride;  // [A][3][kWeightStride]
   const int64_t ups = UPosStride(K, C);
-  for (int64_t l = 0; l < n; ++l) {
-    const int64_t f = f0 + l;
-    const int64_t kc = layout == ImageLayout::kNCHW ? f : (f % K) * C + f / K;
-    for (int e = 0; e < 9; ++e) g[e * kWeightChunk + l] = w[kc * 9 + e];
+  if (layout == ImageLayout::kNCHW) {  // f = k*C + c: the 9 taps of f are w[9f ..]
+    const float* src = w + f0 * 9;
+    for (int64_t l = 0; l < n; ++l) {
+      for (int e = 0; e < 9; ++e) g[e * kWeightStride + l] = src[l * 9 + e];
+    }
+  } else {  // f = c*K + k
+    int64_t c = f0 / K, k = f0 % K;
+    for (int64_t l = 0; l < n; ++l) {
+      const float* src = w + (k * C + c) * 9;
+      for (int e = 0; e < 9; ++e) g[e * kWeightStride + l] = src[e];
+      if (++k == K) k = 0, ++c;
+    }
   }
   const float* in[3];
   float* out[A];
   for (int j = 0; j < 3; ++j) {  // G g: down each of the 3 columns
-    for (int i = 0; i < 3; ++i) in[i] = g + (i * 3 + j) * kWeightChunk;
-    for (int i = 0; i < A; ++i) out[i] = tmp + (i * 3 + j) * kWeightChunk;
+    for (int i = 0; i < 3; ++i) in[i] = g + (i * 3 + j) * kWeightStride;
+    for (int i = 0; i < A; ++i) out[i] = tmp + (i * 3 + j) * kWeightStride;
     WeightRows<M>(in, out, n);
   }
   for (int i = 0; i < A; ++i) {  // (G g) G^T: along each row
-    for (int j = 0; j < 3; ++j) in[j] = tmp + (i * 3 + j) * kWeightChunk;
+    for (int j = 0; j < 3; ++j) in[j] = tmp + (i * 3 + j) * kWeightStride;
     for (int j = 0; j < A; ++j) out[j] = u + (i * A + j) * ups + f0;
     WeightRows<M>(in, out, n);
   }
@@ -424,7 +433,7 @@ void OutputTransform(const Geometry& g, ImageLayout layout, const float* mm, int
 
 void WeightTransform(int m, ImageLayout layout, const float* w, int64_t K, int64_t C, int64_t f0, int64_t f1,
                      float* u) {
-  float* scratch = kern::Scratch(4, (9 + 3 * (m + 2)) * kWeightChunk);
+  float* scratch = kern::Scratch(4, (9 + 3 * (m + 2)) * kWeightStride);
   for (int64_t f = f0; f < f1; f += kWeightChunk) {
     (m == 2 ? Weight2 : Weight4)(layout, w, K, C, f, std::min(kWeightChunk, f1 - f), u, scratch);
   }
