@@ -16,6 +16,10 @@
 // scalar remainder alike, so a lane's value does not depend on its position
 // in a vector (nor, therefore, on blocking or threads).
 
+// The short row copies below must stay inline loops: as memcpy / memset
+// calls they cost more than the copies (measured: ~15% of an NCHW layer).
+#pragma GCC optimize("no-tree-loop-distribute-patterns")
+
 namespace tessera::ops::winograd::detail {
 namespace {
 
@@ -194,56 +198,91 @@ TESSERA_ALWAYS_INLINE void OutputTileNhwc(const float* mm, int64_t pos_stride, i
 }
 
 // ---- NCHW: lanes are the tiles of a block -----------------------------------
-// Each tile's input patch is gathered row by row into A lane arrays (scalar
-// copies; zeros outside the image), then both passes run over all nb tiles
-// of the block at once; the output is scattered back the same way.
+// A block is cut into segments (runs of tiles of one tile row). For each
+// channel and patch row r, every segment's input row is copied with its zero
+// padding into a row buffer and deinterleaved into m phases (phase q holds
+// element q of every tile's patch row; elements m, m+1 are phases 0, 1 of the
+// next tile), giving a lane arrays over all tiles of the block; then both
+// passes run over all nb tiles at once. The output is interleaved back the
+// same way. (The deinterleave / interleave loops vectorize with permutes.)
 
-struct TileInfo {
-  int64_t x_off, y_off;       // x index of the patch origin (may be out of the image), y index of the output origin
-  int8_t r_lo, r_hi, i_lo, i_hi;  // patch rows / columns inside the image
-  int8_t rows, cols;          // valid output rows / columns (partial last tiles)
+struct Segment {
+  int64_t n, tr, tc0, nt, col0;  // image, tile row, first tile column, tiles, first block column
 };
 
-void FillTileInfo(const Geometry& g, int64_t g0, int64_t nb, TileInfo* info) {
-  const int64_t a = g.m + 2;
-  for (int64_t t = 0; t < nb; ++t) {
-    const int64_t gt = g0 + t, n = gt / (g.th * g.tw), tr = gt / g.tw % g.th, tc = gt % g.tw;
-    const int64_t h0 = tr * g.m - g.pad_h, w0 = tc * g.m - g.pad_w;
-    TileInfo& o = info[t];
-    o.x_off = (n * g.C * g.H + h0) * g.W + w0;
-    o.y_off = (n * g.K * g.P + tr * g.m) * g.Q + tc * g.m;
-    o.r_lo = static_cast<int8_t>(std::clamp<int64_t>(-h0, 0, a));
-    o.r_hi = static_cast<int8_t>(std::clamp<int64_t>(g.H - h0, o.r_lo, a));
-    o.i_lo = static_cast<int8_t>(std::clamp<int64_t>(-w0, 0, a));
-    o.i_hi = static_cast<int8_t>(std::clamp<int64_t>(g.W - w0, o.i_lo, a));
-    o.rows = static_cast<int8_t>(std::min<int64_t>(g.m, g.P - tr * g.m));
-    o.cols = static_cast<int8_t>(std::min<int64_t>(g.m, g.Q - tc * g.m));
+int64_t Segments(const Geometry& g, int64_t g0, int64_t g1, Segment* seg) {
+  int64_t count = 0;
+  for (int64_t t = g0; t < g1;) {
+    const int64_t n = t / (g.th * g.tw), tr = t / g.tw % g.th, tc = t % g.tw;
+    const int64_t nt = std::min(g1 - t, g.tw - tc);
+    seg[count++] = Segment{n, tr, tc, nt, t - g0};
+    t += nt;
   }
+  return count;
 }
 
-int64_t LaneStride(int64_t nb) { return (nb + 15) / 16 * 16; }
+// Short copies inline (libc calls cost more than the copy at these sizes).
+TESSERA_ALWAYS_INLINE void Copy(float* __restrict dst, const float* __restrict src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+TESSERA_ALWAYS_INLINE void Fill(float* dst, float value, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = value;
+}
+
+int64_t LaneStride(int64_t nb) { return (nb + 1 + 15) / 16 * 16; }  // room for one extra lane
 
 template <int M>
-TESSERA_ALWAYS_INLINE void InputBlockNchw(const Geometry& g, const float* x, const TileInfo* tiles, int64_t nb,
-                                          float* v, int64_t ld, int64_t col0, float* scratch) {
+TESSERA_ALWAYS_INLINE void InputBlockNchw(const Geometry& g, const float* x, const Segment* segs, int64_t nseg,
+                                          int64_t nb, float* v, int64_t ld, int64_t col0, float* scratch) {
   constexpr int A = M + 2;
   const int64_t s = LaneStride(nb);
-  float* ph = scratch;      // A lane arrays: one patch row of every tile
-  float* tmp = ph + A * s;  // A * A lane arrays: rows transformed
+  float* ph = scratch;                // A lane arrays: one patch row of every tile
+  float* tmp = ph + A * s;            // A * A lane arrays: rows transformed
+  float* row = tmp + A * A * s;       // one padded input row of a segment
   const int64_t plane = g.H * g.W;
   const float* in[A];
   float* out[A];
   for (int64_t c = 0; c < g.C; ++c) {
+    if (c + 1 < g.C) {  // the next channel's rows: gathered row by row, the hardware prefetchers miss them
+      for (int64_t si = 0; si < nseg; ++si) {
+        const Segment& sg = segs[si];
+        const int64_t h0 = std::max<int64_t>(sg.tr * M - g.pad_h, 0), h1 = std::min<int64_t>(h0 + A, g.H);
+        const float* p = x + ((sg.n * g.C + c + 1) * plane + h0 * g.W);
+        for (int64_t e = 0; e < (h1 - h0) * g.W; e += 16) __builtin_prefetch(p + e);
+      }
+    }
     for (int r = 0; r < A; ++r) {
-      for (int64_t t = 0; t < nb; ++t) {
-        const TileInfo& o = tiles[t];
-        const float* src = x + (o.x_off + c * plane + r * g.W);
-        if (r >= o.r_lo && r < o.r_hi && o.i_lo == 0 && o.i_hi == A) {
-          for (int i = 0; i < A; ++i) ph[i * s + t] = src[i];
-        } else {
-          const bool row_in = r >= o.r_lo && r < o.r_hi;
-          for (int i = 0; i < A; ++i) ph[i * s + t] = row_in && i >= o.i_lo && i < o.i_hi ? src[i] : 0.0f;
+      for (int64_t si = 0; si < nseg; ++si) {
+        const Segment& sg = segs[si];
+        const int64_t h = sg.tr * M - g.pad_h + r, nt = sg.nt;
+        float* p0 = ph + sg.col0;
+        if (h < 0 || h >= g.H) {
+          for (int i = 0; i < A; ++i) Fill(p0 + i * s, 0.0f, nt);
+          continue;
         }
+        const int64_t wbeg = sg.tc0 * M - g.pad_w, len = M * nt + 2;
+        const int64_t lo = std::clamp<int64_t>(-wbeg, 0, len), hi = std::clamp<int64_t>(g.W - wbeg, lo, len);
+        const float* src = x + ((sg.n * g.C + c) * plane + h * g.W + wbeg);
+        if (lo != 0 || hi != len) {  // touches the border: padded copy
+          Fill(row, 0.0f, lo);
+          Copy(row + lo, src + lo, hi - lo);
+          Fill(row + hi, 0.0f, len - hi);
+          src = row;
+        }
+        float* __restrict q0 = p0;
+        float* __restrict q1 = p0 + s;
+        if constexpr (M == 4) {
+          float* __restrict q2 = p0 + 2 * s;
+          float* __restrict q3 = p0 + 3 * s;
+          for (int64_t t = 0; t < nt; ++t) {
+            q0[t] = src[4 * t], q1[t] = src[4 * t + 1], q2[t] = src[4 * t + 2], q3[t] = src[4 * t + 3];
+          }
+        } else {
+          for (int64_t t = 0; t < nt; ++t) q0[t] = src[2 * t], q1[t] = src[2 * t + 1];
+        }
+        q0[nt] = src[M * nt], q1[nt] = src[M * nt + 1];
+        Copy(p0 + M * s, q0 + 1, nt);
+        Copy(p0 + (M + 1) * s, q1 + 1, nt);
       }
       for (int i = 0; i < A; ++i) {
         in[i] = ph + i * s;
@@ -263,12 +302,13 @@ TESSERA_ALWAYS_INLINE void InputBlockNchw(const Geometry& g, const float* x, con
 
 template <int M>
 TESSERA_ALWAYS_INLINE void OutputBlockNchw(const Geometry& g, const float* mm, int64_t ld, int64_t col0,
-                                           const TileInfo* tiles, int64_t nb, const float* bias, float* y,
-                                           float* scratch) {
+                                           const Segment* segs, int64_t nseg, int64_t nb, const float* bias,
+                                           float* y, float* scratch) {
   constexpr int A = M + 2;
   const int64_t s = LaneStride(nb);
-  float* tmp = scratch;         // M * A lane arrays: columns transformed
+  float* tmp = scratch;          // M * A lane arrays: columns transformed
   float* res = tmp + M * A * s;  // M lane arrays: one output row of every tile
+  float* row = res + M * s;      // one output row of a segment
   const int64_t plane = g.P * g.Q;
   const float* in[A];
   float* out[A];
@@ -283,15 +323,25 @@ TESSERA_ALWAYS_INLINE void OutputBlockNchw(const Geometry& g, const float* mm, i
       for (int j = 0; j < A; ++j) in[j] = tmp + (r * A + j) * s;
       for (int q = 0; q < M; ++q) out[q] = res + q * s;
       OutRows<M>(in, out, nb);
-      for (int64_t t = 0; t < nb; ++t) {
-        const TileInfo& o = tiles[t];
-        if (r >= o.rows) continue;
-        float* dst = y + (o.y_off + k * plane + r * g.Q);
-        if (o.cols == M) {
-          for (int q = 0; q < M; ++q) dst[q] = res[q * s + t] + b;
+      for (int64_t si = 0; si < nseg; ++si) {
+        const Segment& sg = segs[si];
+        const int64_t h = sg.tr * M + r, nt = sg.nt;
+        if (h >= g.P) continue;
+        const int64_t w0 = sg.tc0 * M, valid = std::min(M * nt, g.Q - w0);
+        float* dst = y + ((sg.n * g.K + k) * plane + h * g.Q + w0);
+        float* __restrict o = valid == M * nt ? dst : row;
+        const float* __restrict q0 = res + sg.col0;
+        const float* __restrict q1 = q0 + s;
+        if constexpr (M == 4) {
+          const float* __restrict q2 = q0 + 2 * s;
+          const float* __restrict q3 = q0 + 3 * s;
+          for (int64_t t = 0; t < nt; ++t) {
+            o[4 * t] = q0[t] + b, o[4 * t + 1] = q1[t] + b, o[4 * t + 2] = q2[t] + b, o[4 * t + 3] = q3[t] + b;
+          }
         } else {
-          for (int q = 0; q < o.cols; ++q) dst[q] = res[q * s + t] + b;
+          for (int64_t t = 0; t < nt; ++t) o[2 * t] = q0[t] + b, o[2 * t + 1] = q1[t] + b;
         }
+        if (o == row) Copy(dst, row, valid);
       }
     }
   }
@@ -369,21 +419,21 @@ TESSERA_MULTIVERSION void OutputNhwc4(const Geometry& g, const float* mm, int64_
                       y + n * g.P * g.Q * g.K, scratch);
   }
 }
-TESSERA_MULTIVERSION void InputNchw2(const Geometry& g, const float* x, const TileInfo* tiles, int64_t nb, float* v,
-                                     int64_t ld, int64_t col0, float* scratch) {
-  InputBlockNchw<2>(g, x, tiles, nb, v, ld, col0, scratch);
+TESSERA_MULTIVERSION void InputNchw2(const Geometry& g, const float* x, const Segment* segs, int64_t nseg, int64_t nb,
+                                     float* v, int64_t ld, int64_t col0, float* scratch) {
+  InputBlockNchw<2>(g, x, segs, nseg, nb, v, ld, col0, scratch);
 }
-TESSERA_MULTIVERSION void InputNchw4(const Geometry& g, const float* x, const TileInfo* tiles, int64_t nb, float* v,
-                                     int64_t ld, int64_t col0, float* scratch) {
-  InputBlockNchw<4>(g, x, tiles, nb, v, ld, col0, scratch);
+TESSERA_MULTIVERSION void InputNchw4(const Geometry& g, const float* x, const Segment* segs, int64_t nseg, int64_t nb,
+                                     float* v, int64_t ld, int64_t col0, float* scratch) {
+  InputBlockNchw<4>(g, x, segs, nseg, nb, v, ld, col0, scratch);
 }
-TESSERA_MULTIVERSION void OutputNchw2(const Geometry& g, const float* mm, int64_t ld, int64_t col0,
-                                      const TileInfo* tiles, int64_t nb, const float* bias, float* y, float* scratch) {
-  OutputBlockNchw<2>(g, mm, ld, col0, tiles, nb, bias, y, scratch);
+TESSERA_MULTIVERSION void OutputNchw2(const Geometry& g, const float* mm, int64_t ld, int64_t col0, const Segment* segs,
+                                      int64_t nseg, int64_t nb, const float* bias, float* y, float* scratch) {
+  OutputBlockNchw<2>(g, mm, ld, col0, segs, nseg, nb, bias, y, scratch);
 }
-TESSERA_MULTIVERSION void OutputNchw4(const Geometry& g, const float* mm, int64_t ld, int64_t col0,
-                                      const TileInfo* tiles, int64_t nb, const float* bias, float* y, float* scratch) {
-  OutputBlockNchw<4>(g, mm, ld, col0, tiles, nb, bias, y, scratch);
+TESSERA_MULTIVERSION void OutputNchw4(const Geometry& g, const float* mm, int64_t ld, int64_t col0, const Segment* segs,
+                                      int64_t nseg, int64_t nb, const float* bias, float* y, float* scratch) {
+  OutputBlockNchw<4>(g, mm, ld, col0, segs, nseg, nb, bias, y, scratch);
 }
 TESSERA_MULTIVERSION void Weight2(ImageLayout layout, const float* w, int64_t K, int64_t C, int64_t f0, int64_t n,
                                   float* u, float* scratch) {
@@ -394,17 +444,17 @@ TESSERA_MULTIVERSION void Weight4(ImageLayout layout, const float* w, int64_t K,
   WeightChunk<4>(layout, w, K, C, f0, n, u, scratch);
 }
 
-TileInfo* TileInfos(int64_t nb) {
-  thread_local std::vector<TileInfo> infos;
-  if (static_cast<int64_t>(infos.size()) < nb) infos.resize(static_cast<size_t>(nb));
-  return infos.data();
+Segment* SegmentBuffer(int64_t n) {
+  thread_local std::vector<Segment> segs;
+  if (static_cast<int64_t>(segs.size()) < n) segs.resize(static_cast<size_t>(n));
+  return segs.data();
 }
 
 }  // namespace
 
 int64_t TransformScratchFloats(const Geometry& g, int64_t max_tiles) {
   const int64_t a = g.m + 2;
-  const int64_t tiles_tmp = (a + a * a) * LaneStride(max_tiles);
+  const int64_t tiles_tmp = (a + a * a) * LaneStride(max_tiles) + g.m * (max_tiles + 1) + 16;
   const int64_t lanes_tmp = (a * a + 1) * kLaneChunk;
   return std::max(tiles_tmp, lanes_tmp) + 64;
 }
@@ -415,9 +465,9 @@ void InputTransform(const Geometry& g, ImageLayout layout, const float* x, int64
     (g.m == 2 ? InputNhwc2 : InputNhwc4)(g, x, g0, g1, col0, v, ld, scratch);
     return;
   }
-  TileInfo* tiles = TileInfos(g1 - g0);
-  FillTileInfo(g, g0, g1 - g0, tiles);
-  (g.m == 2 ? InputNchw2 : InputNchw4)(g, x, tiles, g1 - g0, v, ld, col0, scratch);
+  Segment* segs = SegmentBuffer(g1 - g0);
+  const int64_t nseg = Segments(g, g0, g1, segs);
+  (g.m == 2 ? InputNchw2 : InputNchw4)(g, x, segs, nseg, g1 - g0, v, ld, col0, scratch);
 }
 
 void OutputTransform(const Geometry& g, ImageLayout layout, const float* mm, int64_t ld, int64_t g0, int64_t g1,
@@ -426,9 +476,9 @@ void OutputTransform(const Geometry& g, ImageLayout layout, const float* mm, int
     (g.m == 2 ? OutputNhwc2 : OutputNhwc4)(g, mm, ld, g0, g1, col0, bias, y, scratch);
     return;
   }
-  TileInfo* tiles = TileInfos(g1 - g0);
-  FillTileInfo(g, g0, g1 - g0, tiles);
-  (g.m == 2 ? OutputNchw2 : OutputNchw4)(g, mm, ld, col0, tiles, g1 - g0, bias, y, scratch);
+  Segment* segs = SegmentBuffer(g1 - g0);
+  const int64_t nseg = Segments(g, g0, g1, segs);
+  (g.m == 2 ? OutputNchw2 : OutputNchw4)(g, mm, ld, col0, segs, nseg, g1 - g0, bias, y, scratch);
 }
 
 void WeightTransform(int m, ImageLayout layout, const float* w, int64_t K, int64_t C, int64_t f0, int64_t f1,
