@@ -70,22 +70,26 @@ void CheckArgs(const char* what, const float* x, int64_t N, int64_t C, int64_t H
 
 void TransformWeightInto(int m, ImageLayout layout, const float* w, int64_t K, int64_t C, float* u) {
   const int64_t F = K * C;
-  constexpr int64_t kTask = 4096;
-  const int64_t tasks = (F + kTask - 1) / kTask;
+  const int64_t task = detail::WeightTaskLanes(layout, K);
+  const int64_t tasks = (F + task - 1) / task;
   kern::ParallelFor(tasks, F * 9 * (m + 2), kern::kParallelComputeBound << 4, [&](int64_t t) {
-    detail::WeightTransform(m, layout, w, K, C, t * kTask, std::min(F, (t + 1) * kTask), u);
+    detail::WeightTransform(m, layout, w, K, C, t * task, std::min(F, (t + 1) * task), u);
   });
 }
 
 // The products of positions [p0, p1) of one block of nb tiles (block stride
 // ld) for output channels [k0, k0 + kb); u holds U of those channels only
 // (laid out as for K = kb).
+// u_kc: U is laid out [kb][C] per position also for NHWC (then GemmF32
+// packs it transposed).
 void BlockGemms(const Geometry& g, ImageLayout layout, const float* u, int64_t k0, int64_t kb, const float* v,
-                float* mm, int64_t nb, int64_t ld, int64_t p0, int64_t p1) {
+                float* mm, int64_t nb, int64_t ld, int64_t p0, int64_t p1, bool u_kc = false) {
   const int64_t ups = detail::UPosStride(kb, g.C), vps = detail::VPosStride(g, ld), mps = detail::MPosStride(g, ld);
   for (int64_t p = p0; p < p1; ++p) {
     if (layout == ImageLayout::kNCHW) {  // M[kb x nb] = U[kb x C] V[C x nb]
       GemmF32(false, false, kb, nb, g.C, 1.0f, u + p * ups, g.C, v + p * vps, ld, 0.0f, mm + p * mps + k0 * ld, ld);
+    } else if (u_kc) {  // M[nb x kb] = V[nb x C] U[kb x C]^T
+      GemmF32(false, true, nb, kb, g.C, 1.0f, v + p * vps, g.C, u + p * ups, g.C, 0.0f, mm + p * mps + k0, g.K);
     } else {  // M[nb x kb] = V[nb x C] U[C x kb]
       GemmF32(false, false, nb, kb, g.C, 1.0f, v + p * vps, g.C, u + p * ups, kb, 0.0f, mm + p * mps + k0, g.K);
     }
@@ -98,6 +102,9 @@ void BlockGemms(const Geometry& g, ImageLayout layout, const float* u, int64_t k
 // GEMMs. Whole GEMM panels: 12 rows (NCHW) / 32 columns (NHWC).
 constexpr int64_t kUChunkBytes = 4 << 20;
 int64_t KChunk(const Geometry& g, ImageLayout layout) {
+  if (const char* env = std::getenv("TESSERA_WINOGRAD_KCHUNK")) {  // tuning knob, undocumented
+    if (int64_t b = std::atoll(env); b > 0) return std::min(b, g.K);
+  }
   const int64_t T = (g.m + 2) * (g.m + 2);
   const int64_t q = layout == ImageLayout::kNCHW ? 12 : 32;
   const int64_t kb = kUChunkBytes / (T * g.C * int64_t{sizeof(float)}) / q * q;
@@ -146,12 +153,13 @@ void Run(const Geometry& g, ImageLayout layout, const float* x, const float* u, 
   for (int64_t k0 = 0; k0 < g.K; k0 += kb) {
     const int64_t kn = std::min(kb, g.K - k0);
     const float* uc = u;
-    if (u == nullptr) {  // w[k0 : k0 + kn] is itself a [kn, C, 3, 3] weight
-      TransformWeightInto(g.m, layout, w + k0 * g.C * 9, kn, g.C, uw);
+    if (u == nullptr) {  // w[k0 : k0 + kn] is itself a [kn, C, 3, 3] weight; U in [kn][C] order (contiguous reads)
+      TransformWeightInto(g.m, ImageLayout::kNCHW, w + k0 * g.C * 9, kn, g.C, uw);
       uc = uw;
     }
-    kern::ParallelFor(T, tiles * T * g.C * kn, kern::kParallelComputeBound,
-                      [&](int64_t p) { BlockGemms(g, layout, uc, k0, kn, v, mm, tiles, tiles, p, p + 1); });
+    kern::ParallelFor(T, tiles * T * g.C * kn, kern::kParallelComputeBound, [&](int64_t p) {
+      BlockGemms(g, layout, uc, k0, kn, v, mm, tiles, tiles, p, p + 1, /*u_kc=*/u == nullptr);
+    });
   }
   kern::ParallelFor(chunks, tiles * T * g.K, kern::kParallelMemoryBound, [&](int64_t c) {
     const int64_t g0 = c * chunk, g1 = std::min(tiles, g0 + chunk);

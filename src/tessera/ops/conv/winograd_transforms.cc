@@ -364,6 +364,14 @@ TESSERA_ALWAYS_INLINE void WeightChunk(ImageLayout layout, const float* w, int64
     for (int64_t l = 0; l < n; ++l) {
       for (int e = 0; e < 9; ++e) g[e * kWeightStride + l] = src[l * 9 + e];
     }
+  } else if (f0 % K == 0 && n % K == 0) {  // f = c*K + k, whole rows of c: read w in order, k by k
+    const int64_t cb = n / K;
+    const float* src = w + (f0 / K) * 9;
+    for (int64_t k = 0; k < K; ++k) {
+      for (int64_t ci = 0; ci < cb; ++ci) {
+        for (int e = 0; e < 9; ++e) g[e * kWeightStride + ci * K + k] = src[(k * C + ci) * 9 + e];
+      }
+    }
   } else {  // f = c*K + k
     int64_t c = f0 / K, k = f0 % K;
     for (int64_t l = 0; l < n; ++l) {
@@ -484,8 +492,10 @@ void OutputTransform(const Geometry& g, ImageLayout layout, const float* mm, int
 void WeightTransform(int m, ImageLayout layout, const float* w, int64_t K, int64_t C, int64_t f0, int64_t f1,
                      float* u) {
   float* scratch = kern::Scratch(4, (9 + 3 * (m + 2)) * kWeightStride);
-  for (int64_t f = f0; f < f1; f += kWeightChunk) {
-    (m == 2 ? Weight2 : Weight4)(layout, w, K, C, f, std::min(kWeightChunk, f1 - f), u, scratch);
+  // NHWC: chunks of whole rows of K lanes when they fit (f0 is a multiple of K, see WeightTaskLanes).
+  const int64_t chunk = layout == ImageLayout::kNHWC && K <= kWeightChunk ? kWeightChunk / K * K : kWeightChunk;
+  for (int64_t f = f0; f < f1; f += chunk) {
+    (m == 2 ? Weight2 : Weight4)(layout, w, K, C, f, std::min(chunk, f1 - f), u, scratch);
   }
 }
 

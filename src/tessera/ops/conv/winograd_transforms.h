@@ -44,7 +44,11 @@ void InputTransform(const Geometry& g, ImageLayout layout, const float* x, int64
 void OutputTransform(const Geometry& g, ImageLayout layout, const float* mm, int64_t ld, int64_t g0, int64_t g1,
                      int64_t col0, const float* bias, float* y, float* scratch);
 
-// U for the flat weight indices [f0, f1) (f = k*C + c for NCHW, c*K + k for NHWC).
+// U for the flat weight indices [f0, f1) (f = k*C + c for NCHW, c*K + k for
+// NHWC); f0 a multiple of WeightTaskLanes(layout, K) (else slower).
+inline int64_t WeightTaskLanes(ImageLayout layout, int64_t K) {
+  return layout == ImageLayout::kNHWC && K <= 4096 ? 4096 / K * K : 4096;
+}
 void WeightTransform(int m, ImageLayout layout, const float* w, int64_t K, int64_t C, int64_t f0, int64_t f1,
                      float* u);
 
