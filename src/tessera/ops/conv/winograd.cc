@@ -3,8 +3,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
+#include <vector>
 
 #include "tessera/base/error.h"
 #include "tessera/ops/conv/winograd_transforms.h"
@@ -68,12 +70,41 @@ void CheckArgs(const char* what, const float* x, int64_t N, int64_t C, int64_t H
   if (x == nullptr || w == nullptr || y == nullptr) throw OpError(fmt::format("{}: null x, w or y buffer", what));
 }
 
+// G ⊗ G as a [T x 9] matrix: U[i*a + j] = sum_pq G[i][p] G[j][q] g[p][q]
+// (products formed in double, rounded once).
+const float* KronG(int m) {
+  static const auto tables = [] {
+    const double g2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+    const double g4[6][3] = {{0.25, 0, 0},         {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                             {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+    std::array<std::vector<float>, 2> t;
+    for (int which = 0; which < 2; ++which) {
+      const int a = which == 0 ? 4 : 6;
+      auto G = [&](int i, int p) { return which == 0 ? g2[i][p] : g4[i][p]; };
+      t[which].resize(a * a * 9);
+      for (int i = 0; i < a; ++i)
+        for (int j = 0; j < a; ++j)
+          for (int p = 0; p < 3; ++p)
+            for (int q = 0; q < 3; ++q) t[which][(i * a + j) * 9 + p * 3 + q] = static_cast<float>(G(i, p) * G(j, q));
+    }
+    return t;
+  }();
+  return tables[m == 2 ? 0 : 1].data();
+}
+
+// U = (G ⊗ G) g for every (k, c) as GemmF32 calls [T x 9] x [9 x pairs]
+// whose B operand is w itself read transposed ([pairs x 9] row-major): the
+// strided gather of the 9 taps is GemmF32's vectorized packing. NCHW: one
+// call over f = k*C + c; NHWC (f = c*K + k): one call per c.
 void TransformWeightInto(int m, ImageLayout layout, const float* w, int64_t K, int64_t C, float* u) {
-  const int64_t F = K * C;
-  const int64_t task = detail::WeightTaskLanes(layout, K);
-  const int64_t tasks = (F + task - 1) / task;
-  kern::ParallelFor(tasks, F * 9 * (m + 2), kern::kParallelComputeBound << 4, [&](int64_t t) {
-    detail::WeightTransform(m, layout, w, K, C, t * task, std::min(F, (t + 1) * task), u);
+  const int64_t T = (m + 2) * (m + 2), ups = detail::UPosStride(K, C);
+  const float* kron = KronG(m);
+  if (layout == ImageLayout::kNCHW) {
+    GemmF32(false, true, T, K * C, 9, 1.0f, kron, 9, w, 9, 0.0f, u, ups);
+    return;
+  }
+  kern::ParallelFor(C, T * 9 * K * C, kern::kParallelComputeBound, [&](int64_t c) {
+    GemmF32(false, true, T, K, 9, 1.0f, kron, 9, w + c * 9, C * 9, 0.0f, u + c * K, ups);
   });
 }
 
@@ -231,7 +262,7 @@ double ErrorBoundFactor(Tile tile, int64_t C) {
   // roundings on the longest path (transforms + product + C-term sum).
   const double u = std::ldexp(1.0, -24);
   const double kappa = tile == Tile::kF2x2 ? 16.0 : (88.0 / 3.0) * (88.0 / 3.0);
-  const double n = static_cast<double>(std::max<int64_t>(C, 1)) + (tile == Tile::kF2x2 ? 16.0 : 28.0);
+  const double n = static_cast<double>(std::max<int64_t>(C, 1)) + (tile == Tile::kF2x2 ? 24.0 : 28.0);
   return kappa * n * u / (1.0 - n * u);
 }
 

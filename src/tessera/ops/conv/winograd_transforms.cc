@@ -9,9 +9,7 @@
 // Every transform is separable (X^T d X = rows then columns), so it runs as
 // 1-D transforms over "lanes": out[k][l] = sum_i X[k][i] * in[i][l] for l
 // in [0, n), each in[i] / out[k] a pointer to n contiguous floats. The lanes
-// are channels (NHWC, weights: flat (k, c) index) or tiles of one tile row
-// (NCHW: rows are deinterleaved into m phases first, so tile t's element i is
-// phase[i % m][t + i / m]). These loops auto-vectorize (ivdep: the pointers
+// are channels (NHWC) or the tiles of a block (NCHW, see below). These loops auto-vectorize (ivdep: the pointers
 // never alias). GCC contracts a*b+c into FMAs in the vector body and the
 // scalar remainder alike, so a lane's value does not depend on its position
 // in a vector (nor, therefore, on blocking or threads).
@@ -27,7 +25,7 @@ constexpr int64_t kLaneChunk = 64;  // channel lanes per pass (NHWC, weights use
 alignas(64) const float kZeros[kLaneChunk] = {};
 
 // ---- 1-D kernels ----------------------------------------------------------
-// B^T (input), G (weights), A^T (output) of Lavin & Gray 2016.
+// B^T (input) and A^T (output) of Lavin & Gray 2016 (G: winograd.cc).
 
 template <int M>
 TESSERA_ALWAYS_INLINE void InRows(const float* const* in, float* const* out, int64_t n) {
@@ -56,35 +54,6 @@ TESSERA_ALWAYS_INLINE void InRows(const float* const* in, float* const* out, int
       o3[l] = c + e;
       o4[l] = c - e;
       o5[l] = 4.0f * d1[l] - 5.0f * d3[l] + d5[l];
-    }
-  }
-}
-
-template <int M>
-TESSERA_ALWAYS_INLINE void WeightRows(const float* const* in, float* const* out, int64_t n) {
-  const float *g0 = in[0], *g1 = in[1], *g2 = in[2];
-  if constexpr (M == 2) {
-    float *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3];
-#pragma GCC ivdep
-    for (int64_t l = 0; l < n; ++l) {
-      const float s = 0.5f * (g0[l] + g2[l]);
-      o0[l] = g0[l];
-      o1[l] = s + 0.5f * g1[l];
-      o2[l] = s - 0.5f * g1[l];
-      o3[l] = g2[l];
-    }
-  } else {
-    float *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3], *o4 = out[4], *o5 = out[5];
-#pragma GCC ivdep
-    for (int64_t l = 0; l < n; ++l) {
-      const float s = -(1.0f / 6.0f) * (g0[l] + g2[l]);
-      const float t = (1.0f / 24.0f) * g0[l] + (1.0f / 6.0f) * g2[l];
-      o0[l] = 0.25f * g0[l];
-      o1[l] = s - (1.0f / 6.0f) * g1[l];
-      o2[l] = s + (1.0f / 6.0f) * g1[l];
-      o3[l] = t + (1.0f / 12.0f) * g1[l];
-      o4[l] = t - (1.0f / 12.0f) * g1[l];
-      o5[l] = g2[l];
     }
   }
 }
@@ -347,53 +316,6 @@ TESSERA_ALWAYS_INLINE void OutputBlockNchw(const Geometry& g, const float* mm, i
   }
 }
 
-// ---- weights: lanes are flat (k, c) indices ---------------------------------
-
-constexpr int64_t kWeightChunk = 4 * kLaneChunk;
-constexpr int64_t kWeightStride = kWeightChunk + 16;  // lane arrays not 1 KiB apart (L1 sets)
-
-template <int M>
-TESSERA_ALWAYS_INLINE void WeightChunk(ImageLayout layout, const float* w, int64_t K, int64_t C, int64_t f0,
-                                       int64_t n, float* u, float* scratch) {
-  constexpr int A = M + 2;
-  float* g = scratch;                  // [9][kWeightStride]
-  float* tmp = g + 9 * kWeightStride;  // [A][3][kWeightStride]
-  const int64_t ups = UPosStride(K, C);
-  if (layout == ImageLayout::kNCHW) {  // f = k*C + c: the 9 taps of f are w[9f ..]
-    const float* src = w + f0 * 9;
-    for (int64_t l = 0; l < n; ++l) {
-      for (int e = 0; e < 9; ++e) g[e * kWeightStride + l] = src[l * 9 + e];
-    }
-  } else if (f0 % K == 0 && n % K == 0) {  // f = c*K + k, whole rows of c: read w in order, k by k
-    const int64_t cb = n / K;
-    const float* src = w + (f0 / K) * 9;
-    for (int64_t k = 0; k < K; ++k) {
-      for (int64_t ci = 0; ci < cb; ++ci) {
-        for (int e = 0; e < 9; ++e) g[e * kWeightStride + ci * K + k] = src[(k * C + ci) * 9 + e];
-      }
-    }
-  } else {  // f = c*K + k
-    int64_t c = f0 / K, k = f0 % K;
-    for (int64_t l = 0; l < n; ++l) {
-      const float* src = w + (k * C + c) * 9;
-      for (int e = 0; e < 9; ++e) g[e * kWeightStride + l] = src[e];
-      if (++k == K) k = 0, ++c;
-    }
-  }
-  const float* in[3];
-  float* out[A];
-  for (int j = 0; j < 3; ++j) {  // G g: down each of the 3 columns
-    for (int i = 0; i < 3; ++i) in[i] = g + (i * 3 + j) * kWeightStride;
-    for (int i = 0; i < A; ++i) out[i] = tmp + (i * 3 + j) * kWeightStride;
-    WeightRows<M>(in, out, n);
-  }
-  for (int i = 0; i < A; ++i) {  // (G g) G^T: along each row
-    for (int j = 0; j < 3; ++j) in[j] = tmp + (i * 3 + j) * kWeightStride;
-    for (int j = 0; j < A; ++j) out[j] = u + (i * A + j) * ups + f0;
-    WeightRows<M>(in, out, n);
-  }
-}
-
 // Multiversioned entry points (non-template: one clone pair each).
 TESSERA_MULTIVERSION void InputNhwc2(const Geometry& g, const float* x, int64_t g0, int64_t g1, int64_t col0,
                                      float* v, int64_t ld, float* scratch) {
@@ -443,15 +365,6 @@ TESSERA_MULTIVERSION void OutputNchw4(const Geometry& g, const float* mm, int64_
                                       int64_t nseg, int64_t nb, const float* bias, float* y, float* scratch) {
   OutputBlockNchw<4>(g, mm, ld, col0, segs, nseg, nb, bias, y, scratch);
 }
-TESSERA_MULTIVERSION void Weight2(ImageLayout layout, const float* w, int64_t K, int64_t C, int64_t f0, int64_t n,
-                                  float* u, float* scratch) {
-  WeightChunk<2>(layout, w, K, C, f0, n, u, scratch);
-}
-TESSERA_MULTIVERSION void Weight4(ImageLayout layout, const float* w, int64_t K, int64_t C, int64_t f0, int64_t n,
-                                  float* u, float* scratch) {
-  WeightChunk<4>(layout, w, K, C, f0, n, u, scratch);
-}
-
 Segment* SegmentBuffer(int64_t n) {
   thread_local std::vector<Segment> segs;
   if (static_cast<int64_t>(segs.size()) < n) segs.resize(static_cast<size_t>(n));
@@ -487,16 +400,6 @@ void OutputTransform(const Geometry& g, ImageLayout layout, const float* mm, int
   Segment* segs = SegmentBuffer(g1 - g0);
   const int64_t nseg = Segments(g, g0, g1, segs);
   (g.m == 2 ? OutputNchw2 : OutputNchw4)(g, mm, ld, col0, segs, nseg, g1 - g0, bias, y, scratch);
-}
-
-void WeightTransform(int m, ImageLayout layout, const float* w, int64_t K, int64_t C, int64_t f0, int64_t f1,
-                     float* u) {
-  float* scratch = kern::Scratch(4, (9 + 3 * (m + 2)) * kWeightStride);
-  // NHWC: chunks of whole rows of K lanes when they fit (f0 is a multiple of K, see WeightTaskLanes).
-  const int64_t chunk = layout == ImageLayout::kNHWC && K <= kWeightChunk ? kWeightChunk / K * K : kWeightChunk;
-  for (int64_t f = f0; f < f1; f += chunk) {
-    (m == 2 ? Weight2 : Weight4)(layout, w, K, C, f, std::min(chunk, f1 - f), u, scratch);
-  }
 }
 
 }  // namespace tessera::ops::winograd::detail

@@ -1,5 +1,5 @@
-// Internal to the Winograd kernels (winograd.h): the input, weight and
-// output transforms on raw buffers, single-threaded (the driver in
+// Internal to the Winograd kernels (winograd.h): the input and output
+// transforms on raw buffers, single-threaded (the driver in
 // winograd.cc splits the work and runs the GEMMs). Layouts:
 //   tiles: global index g = (n * th + tr) * tw + tc, tile (tr, tc) covers
 //     outputs [tr*m, tr*m+m) x [tc*m, tc*m+m) and inputs from
@@ -43,14 +43,6 @@ void InputTransform(const Geometry& g, ImageLayout layout, const float* x, int64
 // Inverse-transforms block columns col0.. of M (tiles [g0, g1)) into y, adding bias (may be null).
 void OutputTransform(const Geometry& g, ImageLayout layout, const float* mm, int64_t ld, int64_t g0, int64_t g1,
                      int64_t col0, const float* bias, float* y, float* scratch);
-
-// U for the flat weight indices [f0, f1) (f = k*C + c for NCHW, c*K + k for
-// NHWC); f0 a multiple of WeightTaskLanes(layout, K) (else slower).
-inline int64_t WeightTaskLanes(ImageLayout layout, int64_t K) {
-  return layout == ImageLayout::kNHWC && K <= 4096 ? 4096 / K * K : 4096;
-}
-void WeightTransform(int m, ImageLayout layout, const float* w, int64_t K, int64_t C, int64_t f0, int64_t f1,
-                     float* u);
 
 // Forces the block size in tiles (0: automatic), e.g. to cut blocks inside
 // tile rows and to force the blocked schedule. Not thread-safe; tests only.
