@@ -111,16 +111,12 @@ void TransformWeightInto(int m, ImageLayout layout, const float* w, int64_t K, i
 // The products of positions [p0, p1) of one block of nb tiles (block stride
 // ld) for output channels [k0, k0 + kb); u holds U of those channels only
 // (laid out as for K = kb).
-// u_kc: U is laid out [kb][C] per position also for NHWC (then GemmF32
-// packs it transposed).
 void BlockGemms(const Geometry& g, ImageLayout layout, const float* u, int64_t k0, int64_t kb, const float* v,
-                float* mm, int64_t nb, int64_t ld, int64_t p0, int64_t p1, bool u_kc = false) {
+                float* mm, int64_t nb, int64_t ld, int64_t p0, int64_t p1) {
   const int64_t ups = detail::UPosStride(kb, g.C), vps = detail::VPosStride(g, ld), mps = detail::MPosStride(g, ld);
   for (int64_t p = p0; p < p1; ++p) {
     if (layout == ImageLayout::kNCHW) {  // M[kb x nb] = U[kb x C] V[C x nb]
       GemmF32(false, false, kb, nb, g.C, 1.0f, u + p * ups, g.C, v + p * vps, ld, 0.0f, mm + p * mps + k0 * ld, ld);
-    } else if (u_kc) {  // M[nb x kb] = V[nb x C] U[kb x C]^T
-      GemmF32(false, true, nb, kb, g.C, 1.0f, v + p * vps, g.C, u + p * ups, g.C, 0.0f, mm + p * mps + k0, g.K);
     } else {  // M[nb x kb] = V[nb x C] U[C x kb]
       GemmF32(false, false, nb, kb, g.C, 1.0f, v + p * vps, g.C, u + p * ups, kb, 0.0f, mm + p * mps + k0, g.K);
     }
@@ -184,12 +180,12 @@ void Run(const Geometry& g, ImageLayout layout, const float* x, const float* u, 
   for (int64_t k0 = 0; k0 < g.K; k0 += kb) {
     const int64_t kn = std::min(kb, g.K - k0);
     const float* uc = u;
-    if (u == nullptr) {  // w[k0 : k0 + kn] is itself a [kn, C, 3, 3] weight; U in [kn][C] order (contiguous reads)
-      TransformWeightInto(g.m, ImageLayout::kNCHW, w + k0 * g.C * 9, kn, g.C, uw);
+    if (u == nullptr) {  // w[k0 : k0 + kn] is itself a [kn, C, 3, 3] weight
+      TransformWeightInto(g.m, layout, w + k0 * g.C * 9, kn, g.C, uw);
       uc = uw;
     }
     kern::ParallelFor(T, tiles * T * g.C * kn, kern::kParallelComputeBound, [&](int64_t p) {
-      BlockGemms(g, layout, uc, k0, kn, v, mm, tiles, tiles, p, p + 1, /*u_kc=*/u == nullptr);
+      BlockGemms(g, layout, uc, k0, kn, v, mm, tiles, tiles, p, p + 1);
     });
   }
   kern::ParallelFor(chunks, tiles * T * g.K, kern::kParallelMemoryBound, [&](int64_t c) {
