@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdlib>
 #include <vector>
 
 #include "tessera/base/error.h"
@@ -32,6 +31,7 @@ namespace {
 using detail::Geometry;
 
 int64_t g_block_tiles_for_testing = 0;  // 0: automatic (see BlockTiles)
+int64_t g_k_chunk_for_testing = 0;      // 0: automatic (see KChunk)
 
 // V + M of a block (measured on Zen 5, 1 MiB L2: NCHW ~1.2 MiB, NHWC ~1.75 MiB).
 constexpr int64_t kBlockBytesNchw = 1216 << 10, kBlockBytesNhwc = 1792 << 10;
@@ -40,9 +40,6 @@ constexpr int64_t kMinBlocksForBlocked = 4;
 int TileM(Tile tile) { return tile == Tile::kF2x2 ? 2 : 4; }
 
 int64_t BlockTiles(const Geometry& g, ImageLayout layout) {
-  if (const char* env = std::getenv("TESSERA_WINOGRAD_BLOCK_TILES")) {  // tuning knob, undocumented
-    if (int64_t b = std::atoll(env); b > 0) return b;
-  }
   if (g_block_tiles_for_testing > 0) return g_block_tiles_for_testing;
   const int64_t a = g.m + 2;
   const int64_t bytes = layout == ImageLayout::kNCHW ? kBlockBytesNchw : kBlockBytesNhwc;
@@ -129,9 +126,7 @@ void BlockGemms(const Geometry& g, ImageLayout layout, const float* u, int64_t k
 // GEMMs. Whole GEMM panels: 12 rows (NCHW) / 32 columns (NHWC).
 constexpr int64_t kUChunkBytes = 4 << 20;
 int64_t KChunk(const Geometry& g, ImageLayout layout) {
-  if (const char* env = std::getenv("TESSERA_WINOGRAD_KCHUNK")) {  // tuning knob, undocumented
-    if (int64_t b = std::atoll(env); b > 0) return std::min(b, g.K);
-  }
+  if (g_k_chunk_for_testing > 0) return std::min(g_k_chunk_for_testing, g.K);
   const int64_t T = (g.m + 2) * (g.m + 2);
   const int64_t q = layout == ImageLayout::kNCHW ? 12 : 32;
   const int64_t kb = kUChunkBytes / (T * g.C * int64_t{sizeof(float)}) / q * q;
@@ -206,9 +201,8 @@ Geometry MakeGeometry(int m, int64_t N, int64_t C, int64_t H, int64_t W, int64_t
 }  // namespace
 
 namespace detail {
-// Forces the block size in tiles (0: automatic); tests use it to cut blocks
-// inside tile rows. Not thread-safe; tests only.
 void SetBlockTilesForTesting(int64_t tiles) { g_block_tiles_for_testing = tiles; }
+void SetKChunkForTesting(int64_t channels) { g_k_chunk_for_testing = channels; }
 }  // namespace detail
 
 const char* TileName(Tile tile) { return tile == Tile::kF2x2 ? "F(2x2,3x3)" : "F(4x4,3x3)"; }

@@ -168,7 +168,7 @@ TEST(Winograd, RandomInputsWithinBound) {
                 checks[t].max_ratio, checks[t].max_window_rel);
     EXPECT_EQ(checks[t].failures, 0);
     // Typical errors are far below the worst case, and near fp32 rounding of the direct sum.
-    EXPECT_LT(checks[t].max_window_rel, t == 0 ? 1e-4 : 1e-3);
+    EXPECT_LT(checks[t].max_window_rel, t == 0 ? 2e-4 : 3e-4);
   }
 }
 
@@ -197,16 +197,24 @@ TEST(Winograd, BlockingAndThreadCountDoNotChangeResults) {
       Check check;
       CheckAgainstDirect(p, d, tile, ref, check);
       EXPECT_EQ(check.failures, 0);
+      // Blocks of 1..12 tiles: blocked schedule; 100: whole schedule, with
+      // the weights transformed in chunks of 5 or 12 output channels.
       for (int64_t block : {1, 5, 7, 12, 100}) {
-        detail::SetBlockTilesForTesting(block);
-        for (int threads : {1, 3}) {
-          omp_set_num_threads(threads);
-          const std::vector<float> y = RunWinograd(p, d, tile);
-          EXPECT_EQ(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)), 0)
-              << TileName(tile) << " " << ImageLayoutName(layout) << " block " << block << " threads " << threads;
+        for (int64_t k_chunk : {0, 5, 12}) {
+          if (block != 100 && k_chunk != 0) continue;
+          detail::SetBlockTilesForTesting(block);
+          detail::SetKChunkForTesting(k_chunk);
+          for (int threads : {1, 3}) {
+            omp_set_num_threads(threads);
+            const std::vector<float> y = RunWinograd(p, d, tile);
+            EXPECT_EQ(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)), 0)
+                << TileName(tile) << " " << ImageLayoutName(layout) << " block " << block << " k chunk " << k_chunk
+                << " threads " << threads;
+          }
         }
       }
       detail::SetBlockTilesForTesting(0);
+      detail::SetKChunkForTesting(0);
     }
   }
   omp_set_num_threads(saved);

@@ -47,5 +47,8 @@ void OutputTransform(const Geometry& g, ImageLayout layout, const float* mm, int
 // Forces the block size in tiles (0: automatic), e.g. to cut blocks inside
 // tile rows and to force the blocked schedule. Not thread-safe; tests only.
 void SetBlockTilesForTesting(int64_t tiles);
+// Forces the output channels per weight-transform chunk of the whole
+// schedule (0: automatic). Tests only.
+void SetKChunkForTesting(int64_t channels);
 
 }  // namespace tessera::ops::winograd::detail
