@@ -282,6 +282,14 @@ TESSERA_ALWAYS_INLINE void OutputBlockNchw(const Geometry& g, const float* mm, i
   const float* in[A];
   float* out[A];
   for (int64_t k = 0; k < g.K; ++k) {
+    if (k + 1 < g.K) {  // the next channel's output rows (written row by row: prefetch for writing)
+      for (int64_t si = 0; si < nseg; ++si) {
+        const Segment& sg = segs[si];
+        const int64_t h0 = sg.tr * M, h1 = std::min<int64_t>(h0 + M, g.P);
+        float* p = y + ((sg.n * g.K + k + 1) * plane + h0 * g.Q);
+        for (int64_t e = 0; e < (h1 - h0) * g.Q; e += 16) __builtin_prefetch(p + e, 1);
+      }
+    }
     for (int j = 0; j < A; ++j) {
       for (int i = 0; i < A; ++i) in[i] = mm + (i * A + j) * MPosStride(g, ld) + k * ld + col0;
       for (int r = 0; r < M; ++r) out[r] = tmp + (r * A + j) * s;
