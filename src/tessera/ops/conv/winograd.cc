@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "tessera/base/error.h"
@@ -89,19 +90,27 @@ const float* KronG(int m) {
   return tables[m == 2 ? 0 : 1].data();
 }
 
-// U = (G ⊗ G) g for every (k, c) as GemmF32 calls [T x 9] x [9 x pairs]
-// whose B operand is w itself read transposed ([pairs x 9] row-major): the
-// strided gather of the 9 taps is GemmF32's vectorized packing. NCHW: one
-// call over f = k*C + c; NHWC (f = c*K + k): one call per c.
+// U = (G ⊗ G) g for every (k, c): GemmF32 calls [T x 9] x [9 x pairs] whose
+// B operand is the weight read transposed ([pairs x 9] row-major), so the
+// strided gather of the 9 taps is GemmF32's vectorized packing. The pairs
+// are split here (GemmF32 itself would split T and pack w twice). NHWC wants
+// pairs in (c, k) order: the 9-tap rows are permuted into that order first.
 void TransformWeightInto(int m, ImageLayout layout, const float* w, int64_t K, int64_t C, float* u) {
-  const int64_t T = (m + 2) * (m + 2), ups = detail::UPosStride(K, C);
+  const int64_t T = (m + 2) * (m + 2), ups = detail::UPosStride(K, C), F = K * C;
   const float* kron = KronG(m);
-  if (layout == ImageLayout::kNCHW) {
-    GemmF32(false, true, T, K * C, 9, 1.0f, kron, 9, w, 9, 0.0f, u, ups);
-    return;
+  const float* taps = w;
+  if (layout == ImageLayout::kNHWC) {
+    float* perm = kern::Scratch(5, F * 9);
+    kern::ParallelFor(C, F * 9, kern::kParallelMemoryBound, [&](int64_t c) {
+      for (int64_t k = 0; k < K; ++k) std::memcpy(perm + (c * K + k) * 9, w + (k * C + c) * 9, 9 * sizeof(float));
+    });
+    taps = perm;
   }
-  kern::ParallelFor(C, T * 9 * K * C, kern::kParallelComputeBound, [&](int64_t c) {
-    GemmF32(false, true, T, K, 9, 1.0f, kron, 9, w + c * 9, C * 9, 0.0f, u + c * K, ups);
+  constexpr int64_t kTask = 4096;
+  const int64_t tasks = (F + kTask - 1) / kTask;
+  kern::ParallelFor(tasks, T * 9 * F, kern::kParallelComputeBound, [&](int64_t t) {
+    const int64_t f0 = t * kTask, n = std::min(kTask, F - f0);
+    GemmF32(false, true, T, n, 9, 1.0f, kron, 9, taps + f0 * 9, 9, 0.0f, u + f0, ups);
   });
 }
 
