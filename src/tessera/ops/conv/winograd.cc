@@ -133,7 +133,7 @@ void BlockGemms(const Geometry& g, ImageLayout layout, const float* u, int64_t k
 // deep layer (37 MiB for F(4x4,3x3) at C = K = 512) would go to memory and
 // back; a chunk of ~kUChunkBytes stays in L3 between its transform and its
 // GEMMs. Whole GEMM panels: 12 rows (NCHW) / 32 columns (NHWC).
-constexpr int64_t kUChunkBytes = 4 << 20;
+constexpr int64_t kUChunkBytes = 2 << 20;
 int64_t KChunk(const Geometry& g, ImageLayout layout) {
   if (g_k_chunk_for_testing > 0) return std::min(g_k_chunk_for_testing, g.K);
   const int64_t T = (g.m + 2) * (g.m + 2);
@@ -179,17 +179,16 @@ void Run(const Geometry& g, ImageLayout layout, const float* x, const float* u, 
     const int64_t g0 = c * chunk, g1 = std::min(tiles, g0 + chunk);
     detail::InputTransform(g, layout, x, g0, g1, g0, v, tiles, kern::Scratch(3, scratch_floats));
   });
-  const int64_t kb = u ? g.K : KChunk(g, layout);
-  float* uw = u ? nullptr : kern::Scratch(0, T * detail::UPosStride(kb, g.C));
-  for (int64_t k0 = 0; k0 < g.K; k0 += kb) {
-    const int64_t kn = std::min(kb, g.K - k0);
-    const float* uc = u;
-    if (u == nullptr) {  // w[k0 : k0 + kn] is itself a [kn, C, 3, 3] weight
-      TransformWeightInto(g.m, layout, w + k0 * g.C * 9, kn, g.C, uw);
-      uc = uw;
-    }
-    kern::ParallelFor(T, tiles * T * g.C * kn, kern::kParallelComputeBound, [&](int64_t p) {
-      BlockGemms(g, layout, uc, k0, kn, v, mm, tiles, tiles, p, p + 1);
+  if (u != nullptr) {
+    kern::ParallelFor(T, work, kern::kParallelComputeBound,
+                      [&](int64_t p) { BlockGemms(g, layout, u, 0, g.K, v, mm, tiles, tiles, p, p + 1); });
+  } else {  // each thread: transform a chunk of output channels, then its T products (U chunk stays in its caches)
+    const int64_t kb = KChunk(g, layout), kchunks = (g.K + kb - 1) / kb;
+    kern::ParallelFor(kchunks, work, kern::kParallelComputeBound, [&](int64_t kc) {
+      const int64_t k0 = kc * kb, kn = std::min(kb, g.K - k0);
+      float* uc = kern::Scratch(0, T * detail::UPosStride(kn, g.C));
+      TransformWeightInto(g.m, layout, w + k0 * g.C * 9, kn, g.C, uc);  // w[k0 : k0 + kn] is a [kn, C, 3, 3] weight
+      BlockGemms(g, layout, uc, k0, kn, v, mm, tiles, tiles, 0, T);
     });
   }
   kern::ParallelFor(chunks, tiles * T * g.K, kern::kParallelMemoryBound, [&](int64_t c) {
