@@ -19,12 +19,15 @@
 //
 // Two schedules, chosen from the shape only (so results never depend on the
 // thread count; the per-tile arithmetic is the same in both):
-//  * blocked (many tiles): tiles are cut into blocks of ~1.2-1.75 MiB of V
-//    and M; each thread takes whole blocks: input transform, (m+2)^2
-//    single-threaded GEMMs, output transform, while V and M are in L2.
-//  * whole (few tiles, deep layers): one block holding every tile; each
-//    stage is parallel on its own (transforms over tile rows, GEMMs over
-//    positions), so U — large for deep layers — is read once.
+//  * blocked (>= 4 blocks): tiles are cut into blocks of ~1.2-1.75 MiB of V
+//    and M; U is transformed up front; each thread takes whole blocks: input
+//    transform, (m+2)^2 single-threaded GEMMs, output transform, while V and
+//    M are in L2.
+//  * whole (few tiles, deep layers): one block holding every tile; the
+//    transforms run in parallel over tile chunks; the products over
+//    positions (cached U) or over chunks of output channels, each thread
+//    transforming a chunk's U and multiplying it at once (U, large for deep
+//    layers, never goes to memory).
 
 namespace tessera::ops::winograd {
 namespace {
@@ -179,11 +182,17 @@ void Run(const Geometry& g, ImageLayout layout, const float* x, const float* u, 
     const int64_t g0 = c * chunk, g1 = std::min(tiles, g0 + chunk);
     detail::InputTransform(g, layout, x, g0, g1, g0, v, tiles, kern::Scratch(3, scratch_floats));
   });
+  const int64_t kb = KChunk(g, layout);
+  if (u == nullptr && kb >= g.K) {  // one chunk: transform it in parallel, then the positions in parallel
+    float* uw = kern::Scratch(0, T * detail::UPosStride(g.K, g.C));
+    TransformWeightInto(g.m, layout, w, g.K, g.C, uw);
+    u = uw;
+  }
   if (u != nullptr) {
     kern::ParallelFor(T, work, kern::kParallelComputeBound,
                       [&](int64_t p) { BlockGemms(g, layout, u, 0, g.K, v, mm, tiles, tiles, p, p + 1); });
   } else {  // each thread: transform a chunk of output channels, then its T products (U chunk stays in its caches)
-    const int64_t kb = KChunk(g, layout), kchunks = (g.K + kb - 1) / kb;
+    const int64_t kchunks = (g.K + kb - 1) / kb;
     kern::ParallelFor(kchunks, work, kern::kParallelComputeBound, [&](int64_t kc) {
       const int64_t k0 = kc * kb, kn = std::min(kb, g.K - k0);
       float* uc = kern::Scratch(0, T * detail::UPosStride(kn, g.C));
