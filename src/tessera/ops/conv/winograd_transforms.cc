@@ -9,8 +9,8 @@
 // Every transform is separable (X^T d X = rows then columns), so it runs as
 // 1-D transforms over "lanes": out[k][l] = sum_i X[k][i] * in[i][l] for l
 // in [0, n), each in[i] / out[k] a pointer to n contiguous floats. The lanes
-// are channels (NHWC) or the tiles of a block (NCHW, see below). These loops auto-vectorize (ivdep: the pointers
-// never alias). GCC contracts a*b+c into FMAs in the vector body and the
+// are channels (NHWC) or the tiles of a block (NCHW, see below). These loops
+// auto-vectorize (ivdep: the pointers never alias). GCC contracts a*b+c into FMAs in the vector body and the
 // scalar remainder alike, so a lane's value does not depend on its position
 // in a vector (nor, therefore, on blocking or threads).
 
@@ -21,7 +21,7 @@
 namespace tessera::ops::winograd::detail {
 namespace {
 
-constexpr int64_t kLaneChunk = 64;  // channel lanes per pass (NHWC, weights use 4x)
+constexpr int64_t kLaneChunk = 64;  // channel lanes per pass (NHWC)
 alignas(64) const float kZeros[kLaneChunk] = {};
 
 // ---- 1-D kernels ----------------------------------------------------------
