@@ -8,8 +8,9 @@
 // layers), im2col + GEMM, 1x1 as a plain GEMM (stride 1, no padding),
 // depthwise (groups == C == K/multiplier), and Winograd F(2x2,3x3) /
 // F(4x4,3x3) for 3x3, stride-1, dilation-1 layers (error bound in
-// docs/kernels.md). kAuto picks by shape (and, once measured, by the timing
-// cache of the autotuner); TESSERA_LOG=debug names the algorithm that ran.
+// docs/kernels.md; not built yet: forcing it throws OpError). kAuto picks by
+// shape (and, once measured, by the timing cache of the autotuner);
+// TESSERA_DEBUG=DEBUG logs the algorithm that ran. Design: docs/conv.md.
 // Forcing an algorithm that does not apply to the shape throws OpError, as
 // do bad shapes, dtypes, groups that do not divide C and K, or an empty
 // output. Under ops::UseReference() every call runs the direct loops (the

@@ -2,12 +2,15 @@
 // statistics over N, H, W), fp32, optionally fused with a following ReLU.
 // Training: y = relu?((x - mean) * rstd * gamma + beta) with the batch's
 // mean and biased variance; running_mean / running_var (fp32 [C], may be
-// undefined) are updated in place as PyTorch does (momentum, unbiased
-// variance). Inference: the running statistics are used instead.
+// undefined) are updated in place as PyTorch does (running = (1 - momentum)
+// * running + momentum * batch value, with the unbiased variance). Training
+// needs N*H*W > 1. Inference: the running statistics (then required) are
+// used instead and left alone. gamma and beta are required fp32 [C].
 // Statistics accumulate in double over fixed blocks, so results do not
 // depend on the thread count. The backward needs the forward's saved
-// statistics and, with fuse_relu, its output y (the ReLU mask).
-// Bad shapes/dtypes throw OpError. Thread-safe for distinct tensors.
+// statistics and, with fuse_relu, its output y (the ReLU mask: dy counts
+// where y > 0). Bad shapes/dtypes throw OpError naming the argument.
+// Thread-safe for distinct tensors. More: docs/pool-batchnorm.md.
 #pragma once
 
 #include "tessera/ops/common/image_layout.h"

@@ -1,11 +1,16 @@
 // 2-d pooling, forward and backward, fp32, NCHW or NHWC (see
 // ops/common/image_layout.h): max pooling (returning the argmax of each
 // window, the flat index h*W + w within its input plane, as PyTorch's
-// max_pool2d_with_indices), average pooling (count_include_pad as
-// PyTorch), and global average pooling to [N, C]. Output extents follow
+// max_pool2d_with_indices: the first maximum in row-major window order wins
+// ties, a NaN wins over numbers), average pooling (count_include_pad as
+// PyTorch: the divisor is the window clipped to the padded input, or to the
+// input itself when false; with ceil_mode the last window may be cut short),
+// and global average pooling to [N, C]. Output extents follow
 // WindowOutputSize (ceil_mode as PyTorch). Padding larger than half the
-// kernel, empty outputs, bad shapes or dtypes throw OpError. Under
-// ops::UseReference() plain loops run. Thread-safe.
+// kernel, empty inputs or outputs, bad shapes or dtypes, and (backward)
+// indices outside [0, H*W) throw OpError. Under ops::UseReference() plain
+// loops run. Results do not depend on the thread count. Thread-safe.
+// Semantics, kernels and tests: docs/pool-batchnorm.md.
 #pragma once
 
 #include <cstdint>
