@@ -44,6 +44,12 @@ TEST(Parity, CoversEveryOperator) {
       EXPECT_TRUE(bwd[op].count(d)) << op << " has no backward parity case for " << DTypeName(d);
     }
   }
+  // The image operators are fp32-only by contract (ops/conv, ops/pool,
+  // ops/norm/batch_norm.h).
+  for (const char* op : {"conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d", "batch_norm2d"}) {
+    EXPECT_TRUE(fwd[op].count(DType::kF32)) << op << " has no fp32 forward parity case";
+    EXPECT_TRUE(bwd[op].count(DType::kF32)) << op << " has no fp32 backward parity case";
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "tessera/base/logging.h"
 #include "tessera/ops/common/impl.h"
 #include "tessera/ops/conv/conv_internal.h"
+#include "tessera/ops/conv/winograd.h"
 
 namespace tessera::ops {
 
@@ -31,6 +32,10 @@ using conv::ConvGeom;
 // Problems below this many multiply-adds run the direct loops under kAuto
 // (packing and GEMM set-up cost more than they save).
 constexpr double kDirectMaxMacs = 1 << 13;
+// kAuto takes Winograd F(4x4,3x3) for 3x3 stride-1 layers with at least
+// this many input and output channels (below it the transforms outweigh
+// the saved multiplies; measured with `tessera bench conv`, docs/conv.md).
+constexpr int64_t kWinogradMinChannels = 8;
 
 std::string Describe(const Shape& x, const Shape& w, const Conv2dOptions& o) {
   return fmt::format("x {} ({}), w {}, stride ({}, {}), pad ({}, {}), dilation ({}, {}), groups {}", ShapeString(x),
@@ -75,12 +80,17 @@ ConvGeom MakeGeom(const Shape& xs, const Shape& ws, const Conv2dOptions& o) {
   return g;
 }
 
+winograd::Tile WinogradTile(Conv2dAlgo algo) {
+  return algo == Conv2dAlgo::kWinograd2x2 ? winograd::Tile::kF2x2 : winograd::Tile::kF4x4;
+}
+
 Conv2dAlgo AutoAlgo(const ConvGeom& g) {
   if (g.is_depthwise()) return Conv2dAlgo::kDepthwise;
   if (g.is_1x1()) return Conv2dAlgo::kGemm1x1;
   if (g.flops() / 2 < kDirectMaxMacs) return Conv2dAlgo::kDirect;
-  // WINOGRAD: once ops/conv/winograd.h lands, return kWinograd2x2/4x4 here
-  // for g.is_winograd_shape() layers where it is faster than im2col.
+  if (g.is_winograd_shape() && g.C >= kWinogradMinChannels && g.K >= kWinogradMinChannels) {
+    return Conv2dAlgo::kWinograd4x4;
+  }
   return Conv2dAlgo::kIm2col;
 }
 
@@ -101,10 +111,9 @@ Conv2dAlgo Resolve(const ConvGeom& g, Conv2dAlgo algo, const Shape& xs, const Sh
     case Conv2dAlgo::kWinograd2x2:
     case Conv2dAlgo::kWinograd4x4:
       TESSERA_OP_CHECK(g.is_winograd_shape(),
-                       "conv2d: algorithm {} needs a 3x3 filter, stride 1, dilation 1 and groups 1: {}",
+                       "conv2d: algorithm {} needs a 3x3 filter, stride 1, dilation 1, groups 1 and padding <= 2: {}",
                        Conv2dAlgoName(algo), Describe(xs, ws, o));
-      // WINOGRAD: dispatch to ops/conv/winograd.h here once it is built.
-      throw OpError(fmt::format("conv2d: algorithm {} is not built yet", Conv2dAlgoName(algo)));
+      return algo;
   }
   throw OpError("conv2d: unknown algorithm");
 }
@@ -149,6 +158,10 @@ Tensor Conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
     case Conv2dAlgo::kIm2col: conv::Im2colForward(g, xp, wp, bp, yp); break;
     case Conv2dAlgo::kGemm1x1: conv::Gemm1x1Forward(g, xp, wp, bp, yp); break;
     case Conv2dAlgo::kDepthwise: conv::DepthwiseForward(g, xp, wp, bp, yp); break;
+    case Conv2dAlgo::kWinograd2x2:
+    case Conv2dAlgo::kWinograd4x4:
+      winograd::Conv3x3Forward(WinogradTile(algo), g.layout, xp, g.N, g.C, g.H, g.W, wp, g.K, g.ph, g.pw, bp, yp);
+      break;
     default: conv::DirectForward(g, xp, wp, bp, yp); break;
   }
   return y;
@@ -182,6 +195,16 @@ Conv2dGrads Conv2dBackward(const Tensor& grad_y, const Tensor& x, const Tensor& 
       case Conv2dAlgo::kIm2col: conv::Im2colBackwardX(g, gyp, wc.data<float>(), gx); break;
       case Conv2dAlgo::kGemm1x1: conv::Gemm1x1BackwardX(g, gyp, wc.data<float>(), gx); break;
       case Conv2dAlgo::kDepthwise: conv::DepthwiseBackwardX(g, gyp, wc.data<float>(), gx); break;
+      case Conv2dAlgo::kWinograd2x2:
+      case Conv2dAlgo::kWinograd4x4: {
+        // grad_x is the 3x3 convolution of grad_y (padded by 2 - pad) with
+        // the weights rotated by 180 degrees and K, C swapped (winograd.h).
+        float* w_rot = conv::ConvScratch(3, g.K * g.C * 9);
+        winograd::RotatedTransposedWeight(wc.data<float>(), g.K, g.C, w_rot);
+        winograd::Conv3x3Forward(WinogradTile(algo), g.layout, gyp, g.N, g.K, g.P, g.Q, w_rot, g.C, 2 - g.ph,
+                                 2 - g.pw, nullptr, gx);
+        break;
+      }
       default: conv::DirectBackwardX(g, gyp, wc.data<float>(), gx); break;
     }
   }
@@ -190,7 +213,9 @@ Conv2dGrads Conv2dBackward(const Tensor& grad_y, const Tensor& x, const Tensor& 
     out.grad_w = Tensor::Empty(w.shape());
     float* gw = out.grad_w.data<float>();
     switch (algo) {
-      case Conv2dAlgo::kIm2col: conv::Im2colBackwardW(g, gyp, xc.data<float>(), gw); break;
+      case Conv2dAlgo::kIm2col:
+      case Conv2dAlgo::kWinograd2x2:  // the weight gradient is not a 3x3 forward: im2col
+      case Conv2dAlgo::kWinograd4x4: conv::Im2colBackwardW(g, gyp, xc.data<float>(), gw); break;
       case Conv2dAlgo::kGemm1x1: conv::Gemm1x1BackwardW(g, gyp, xc.data<float>(), gw); break;
       case Conv2dAlgo::kDepthwise: conv::DepthwiseBackwardW(g, gyp, xc.data<float>(), gw); break;
       default: conv::DirectBackwardW(g, gyp, xc.data<float>(), gw); break;

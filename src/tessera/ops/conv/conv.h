@@ -7,9 +7,12 @@
 // Algorithms (Conv2dAlgo): a direct loop nest (the reference and small
 // layers), im2col + GEMM, 1x1 as a plain GEMM (stride 1, no padding),
 // depthwise (groups == C == K/multiplier), and Winograd F(2x2,3x3) /
-// F(4x4,3x3) for 3x3, stride-1, dilation-1 layers (error bound in
-// docs/kernels.md; not built yet: forcing it throws OpError). kAuto picks by
-// shape (and, once measured, by the timing cache of the autotuner);
+// F(4x4,3x3) for 3x3, stride-1, dilation-1, groups-1 layers with padding
+// <= 2 (ops/conv/winograd.h; its error bound: docs/winograd.md; grad_x too,
+// grad_w runs im2col). kAuto picks by shape: depthwise, 1x1 GEMM, direct
+// for tiny problems, Winograd F(4x4,3x3) for 3x3 layers with >= 8 input
+// and output channels (measured faster down to 4 channels, docs/conv.md),
+// else im2col;
 // TESSERA_DEBUG=DEBUG logs the algorithm that ran. Design: docs/conv.md.
 // Forcing an algorithm that does not apply to the shape throws OpError, as
 // do bad shapes, dtypes, groups that do not divide C and K, or an empty

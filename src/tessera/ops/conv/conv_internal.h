@@ -29,8 +29,9 @@ struct ConvGeom {
   double flops() const { return 2.0 * N * K * P * Q * Cg * R * S; }
   bool is_1x1() const { return R == 1 && S == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
   bool is_depthwise() const { return G == C && Cg == 1 && G > 1; }
+  // What ops/conv/winograd.h computes (its padding limit included).
   bool is_winograd_shape() const {
-    return R == 3 && S == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && G == 1;
+    return R == 3 && S == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && G == 1 && ph <= 2 && pw <= 2;
   }
 };
 

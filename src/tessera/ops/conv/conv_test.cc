@@ -102,11 +102,15 @@ std::vector<float> ToNchw(const Tensor& t, ImageLayout layout) {
   return layout == ImageLayout::kNCHW ? t.ToFloatVector() : t.Permute({0, 3, 1, 2}).Contiguous().ToFloatVector();
 }
 
-void ExpectClose(const std::vector<float>& got, const std::vector<double>& want, const std::string& what) {
+// tol: 2e-4 (absolute and relative) for the exact-arithmetic algorithms;
+// Winograd's transforms add error growing with the input patch (its bound
+// is checked in winograd_test.cc), so its wiring is checked at 5e-3.
+void ExpectClose(const std::vector<float>& got, const std::vector<double>& want, const std::string& what,
+                 double tol = 2e-4) {
   ASSERT_EQ(got.size(), want.size()) << what;
   int bad = 0;
   for (size_t i = 0; i < got.size() && bad < 5; ++i) {
-    if (!(std::abs(got[i] - want[i]) <= 2e-4 + 2e-4 * std::abs(want[i]))) {
+    if (!(std::abs(got[i] - want[i]) <= tol + tol * std::abs(want[i]))) {
       ADD_FAILURE() << what << " element " << i << ": got " << got[i] << ", want " << want[i];
       ++bad;
     }
@@ -144,8 +148,15 @@ std::vector<Conv2dAlgo> Algos(const Spec& s) {
   std::vector<Conv2dAlgo> a = {Conv2dAlgo::kAuto, Conv2dAlgo::kDirect, Conv2dAlgo::kIm2col};
   if (s.R == 1 && s.S == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 && s.pw == 0) a.push_back(Conv2dAlgo::kGemm1x1);
   if (s.groups == s.C && s.groups > 1) a.push_back(Conv2dAlgo::kDepthwise);
+  if (s.R == 3 && s.S == 3 && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 && s.groups == 1 && s.ph <= 2 &&
+      s.pw <= 2) {
+    a.push_back(Conv2dAlgo::kWinograd2x2);
+    a.push_back(Conv2dAlgo::kWinograd4x4);
+  }
   return a;
 }
+
+bool IsWinograd(Conv2dAlgo a) { return a == Conv2dAlgo::kWinograd2x2 || a == Conv2dAlgo::kWinograd4x4; }
 
 TEST(Conv2d, EveryAlgorithmMatchesTheOracle) {
   int runs = 0;
@@ -170,10 +181,13 @@ TEST(Conv2d, EveryAlgorithmMatchesTheOracle) {
             Tensor xt = Image(x, xs, layout, view), wt = Tensor::FromVector(w, ws);
             Tensor bt = s.bias ? Tensor::FromVector(b, {s.K}) : Tensor();
             Tensor y = Conv2d(xt, wt, bt, opt);
-            ExpectClose(ToNchw(y, layout), o.y, what + " y");
+            const bool winograd = IsWinograd(algo) || (algo == Conv2dAlgo::kAuto && impl == Impl::kOptimized &&
+                                                      IsWinograd(ChooseConv2dAlgo(xt.shape(), wt.shape(), opt)));
+            const double tol = winograd ? 5e-3 : 2e-4;
+            ExpectClose(ToNchw(y, layout), o.y, what + " y", tol);
             Conv2dGrads g = Conv2dBackward(Image(gy, ys, layout, view), xt, wt, opt, true, true, true);
             EXPECT_EQ(g.grad_x.shape(), xt.shape()) << what;
-            ExpectClose(ToNchw(g.grad_x, layout), o.gx, what + " grad_x");
+            ExpectClose(ToNchw(g.grad_x, layout), o.gx, what + " grad_x", tol);
             ExpectClose(g.grad_w.ToFloatVector(), o.gw, what + " grad_w");
             ExpectClose(g.grad_bias.ToFloatVector(), o.gb, what + " grad_bias");
             ++runs;
@@ -276,7 +290,11 @@ TEST(Conv2d, ResultsDoNotDependOnThreadCount) {
 TEST(Conv2d, AutoChoosesByShape) {
   Conv2dOptions o;
   EXPECT_EQ(ChooseConv2dAlgo({8, 64, 56, 56}, {256, 64, 1, 1}, o), Conv2dAlgo::kGemm1x1);
-  EXPECT_EQ(ChooseConv2dAlgo({8, 64, 56, 56}, {64, 64, 3, 3}, o), Conv2dAlgo::kIm2col);
+  EXPECT_EQ(ChooseConv2dAlgo({8, 64, 56, 56}, {64, 64, 3, 3}, o), Conv2dAlgo::kWinograd4x4);
+  EXPECT_EQ(ChooseConv2dAlgo({8, 4, 56, 56}, {64, 4, 3, 3}, o), Conv2dAlgo::kIm2col);  // too few channels
+  o.pad_h = 3;
+  EXPECT_EQ(ChooseConv2dAlgo({8, 64, 56, 56}, {64, 64, 3, 3}, o), Conv2dAlgo::kIm2col);  // beyond Winograd's pad
+  o.pad_h = 0;
   EXPECT_EQ(ChooseConv2dAlgo({1, 2, 3, 3}, {2, 2, 3, 3}, o), Conv2dAlgo::kDirect);
   o.stride_h = o.stride_w = 2;
   EXPECT_EQ(ChooseConv2dAlgo({8, 64, 56, 56}, {128, 64, 1, 1}, o), Conv2dAlgo::kIm2col);
@@ -317,7 +335,9 @@ TEST(Conv2d, BadArgumentsThrow) {
   f.algo = Conv2dAlgo::kDepthwise;
   ExpectError([&] { Conv2d(x, w, none, f); }, "depthwise needs groups == C");
   f.algo = Conv2dAlgo::kWinograd2x2;
-  ExpectError([&] { Conv2d(x, w, none, f); }, "not built");
+  f.pad_h = 3;
+  ExpectError([&] { Conv2d(Tensor::Zeros({2, 4, 9, 9}), w, none, f); }, "padding <= 2");
+  f.pad_h = 0;
   f.algo = Conv2dAlgo::kWinograd4x4;
   f.stride_h = 2;
   ExpectError([&] { Conv2d(x, w, none, f); }, "needs a 3x3 filter, stride 1");

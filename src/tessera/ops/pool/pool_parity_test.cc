@@ -5,7 +5,6 @@
 // apart so the finite-difference step (1e-2) never changes an argmax.
 #include <fmt/format.h>
 
-#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -116,24 +115,6 @@ TESSERA_PARITY_CASES {
   all.push_back(GlobalCase({1, 70, 1, 1}, kNCHW));
   all.push_back(GlobalCase({8, 7, 7, 256}, kNHWC));
   return all;
-}
-
-// The shared coverage list (ops/parity_test.cc) requires fp32 and bf16 for
-// each op; these ops are fp32-only by contract, so their coverage is checked
-// here: forward and backward cases in fp32 for every pooling and batch-norm op.
-TEST(Parity, CoversPoolingAndBatchNorm) {
-  std::set<std::string> fwd, bwd;
-  for (const ParityCase& c : Registry()) {
-    for (DType d : c.dtypes) {
-      if (d != DType::kF32) continue;
-      fwd.insert(c.op);
-      if (c.backward) bwd.insert(c.op);
-    }
-  }
-  for (const char* op : {"max_pool2d", "avg_pool2d", "global_avg_pool2d", "batch_norm2d"}) {
-    EXPECT_TRUE(fwd.count(op)) << op << " has no fp32 forward parity case";
-    EXPECT_TRUE(bwd.count(op)) << op << " has no fp32 backward parity case";
-  }
 }
 
 }  // namespace
