@@ -159,14 +159,7 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   }
   optim::WarmupCosineSchedule sched{t.lr, t.min_lr, std::min(t.warmup_steps, t.steps), t.steps};
   TESSERA_RETURN_IF_ERROR(sched.Validate());
-  // MFU's denominator: every core of every host of the job (each rank runs
-  // fewer threads, so the process's own "all threads" peak would undercount).
-  const hal::PeakInfo& peak = hal::MachinePeak();
-  const char* local_env = std::getenv("LOCAL_WORLD_SIZE");
-  const int local_ranks = local_env != nullptr ? std::max(1, std::atoi(local_env)) : world_.size();
-  const int hosts = (world_.size() + local_ranks - 1) / local_ranks;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const double peak_flops = peak.FlopsFor(DTypeName(config_.model.compute_dtype), /*all_cores=*/false) * cores * hosts;
+  const double peak_flops = JobPeakFlops(DTypeName(config_.model.compute_dtype), world_.size());
   const double flops_per_token = stage_->model().TrainingFlopsPerToken();
   const int64_t tokens_per_step = t.global_batch * config_.model.seq_len;
 

@@ -57,17 +57,17 @@ void Progress::Update(const StepStats& s) {
     int filled = static_cast<int>(kWidth * s.step / total_);
     std::string bar(filled, '#');
     bar.append(kWidth - filled, '.');
-    std::fprintf(out_, "\r\033[2Kstep %lld/%lld [%s] loss %.4f | %s tok/s | lr %.2e | ETA %s",
+    std::fprintf(out_, "\r\033[2Kstep %lld/%lld [%s] loss %.4f | %s %s | lr %.2e | ETA %s",
                  static_cast<long long>(s.step), static_cast<long long>(total_), bar.c_str(), s.loss,
-                 FormatRate(s.tokens_per_s).c_str(), s.lr, FormatDuration(eta).c_str());
+                 FormatRate(s.tokens_per_s).c_str(), s.rate_unit, s.lr, FormatDuration(eta).c_str());
     std::fflush(out_);
     bar_shown_ = true;
     return;
   }
   if (s.step % log_every_ == 0 || s.step == total_ || s.step == 1) {
-    std::fprintf(out_, "step %lld/%lld loss %.4f lr %.3e grad_norm %.3f tok/s %s elapsed %s ETA %s\n",
+    std::fprintf(out_, "step %lld/%lld loss %.4f lr %.3e grad_norm %.3f %s %s elapsed %s ETA %s\n",
                  static_cast<long long>(s.step), static_cast<long long>(total_), s.loss, s.lr, s.grad_norm,
-                 FormatRate(s.tokens_per_s).c_str(), FormatDuration(s.elapsed_s).c_str(),
+                 s.rate_unit, FormatRate(s.tokens_per_s).c_str(), FormatDuration(s.elapsed_s).c_str(),
                  FormatDuration(eta).c_str());
     std::fflush(out_);
   }

@@ -18,9 +18,10 @@ struct StepStats {
   int64_t step = 0;  // 1-based step just finished
   double loss = 0;
   double lr = 0;
-  double tokens_per_s = 0;
+  double tokens_per_s = 0;  // the run's throughput, in `rate_unit`
   double grad_norm = 0;
   double elapsed_s = 0;
+  const char* rate_unit = "tok/s";  // "img/s" for image models
 };
 
 class Progress {

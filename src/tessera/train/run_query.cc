@@ -8,6 +8,7 @@
 #include "tessera/comm/api/communicator.h"
 #include "tessera/comm/job_env.h"
 #include "tessera/parallel/parallel_config.h"
+#include "tessera/train/image_trainer.h"
 #include "tessera/train/parallel_trainer.h"
 
 namespace tessera::train {
@@ -49,6 +50,27 @@ StatusOr<TrainSummary> RunParallel(const TrainConfig& config, const TrainQuery& 
   return summary;
 }
 
+// model.kind = "resnet": one process, or data-parallel over the job's ranks.
+StatusOr<TrainSummary> RunImages(const TrainConfig& config, const TrainQuery& q, int world_size) {
+  TrainerOptions options;
+  options.force_plain = q.plain;
+  SetPinning(options);
+  TrainSummary summary;
+  if (world_size <= 1) {
+    TESSERA_RETURN_IF_ERROR(RunImageTraining(config, nullptr, options, &summary));
+    return summary;
+  }
+  auto world = comm::Communicator::FromEnvironment();
+  if (!world.ok()) return world.status().WithContext("joining the training job");
+  Status st = RunImageTraining(config, world->get(), options, &summary);
+  if (!st.ok()) {
+    (*world)->Abort(st.ToString());
+    return st.WithContext(fmt::format("rank {} of {}", (*world)->rank(), (*world)->size()));
+  }
+  TESSERA_RETURN_IF_ERROR((*world)->Barrier());
+  return summary;
+}
+
 }  // namespace
 
 StatusOr<TrainSummary> RunTrainQuery(const TrainQuery& q) {
@@ -56,6 +78,14 @@ StatusOr<TrainSummary> RunTrainQuery(const TrainQuery& q) {
   TESSERA_ASSIGN_OR_RETURN(TrainConfig config, TrainConfig::Load(q.config, q.overrides));
   if (!q.resume.empty()) config.checkpoint.resume = q.resume;
   TESSERA_ASSIGN_OR_RETURN(comm::JobEnv job, comm::ReadJobEnv());
+  if (config.is_image_model()) {
+    if (config.parallel.dp > 1 && config.parallel.dp != job.world_size) {
+      return InvalidArgument("parallel.dp = {} but the job has {} rank(s): image models train data-parallel over "
+                             "every launched rank (leave parallel.dp at 1 or 0, or set it to the rank count)",
+                             config.parallel.dp, job.world_size);
+    }
+    return RunImages(config, q, job.world_size);
+  }
   TESSERA_RETURN_IF_ERROR(parallel::ResolveElasticDp(config.parallel, config.model, config.train.global_batch,
                                                      config.train.micro_batch, job.world_size));
   if (config.parallel.is_parallel() || job.world_size > 1) return RunParallel(config, q);

@@ -11,11 +11,21 @@ struct EnumText {
   std::string activation;
   std::string param_dtype;
   std::string compute_dtype;
+  std::string image_layout = "NCHW";
 };
 
 void BindAll(ConfigSchema& s, TrainConfig& c, EnumText& e, int64_t& model_seed) {
   s.Bind("name", &c.name, "run name; outputs go to <train.out_dir>/<name>/");
   models::GptConfig& m = c.model;
+  s.Bind("model.kind", &c.model_kind, "gpt | resnet (the resnet keys are model.resnet.*)");
+  models::ResNetConfig& r = c.resnet;
+  s.Bind("model.resnet.bottleneck", &r.bottleneck, "bottleneck blocks (ResNet-50 style); false: basic blocks");
+  s.Bind("model.resnet.layers", &r.layers, "blocks per stage ([3, 4, 6, 3] = ResNet-50, [2, 2, 2, 2] = ResNet-18)");
+  s.Bind("model.resnet.width", &r.width, "stem channels = first stage's width (64 in torchvision)");
+  s.Bind("model.resnet.num_classes", &r.num_classes, "classes (the dataset's)");
+  s.Bind("model.resnet.small_stem", &r.small_stem, "3x3 stride-1 stem without max pooling (small images)");
+  s.Bind("model.resnet.zero_init_residual", &r.zero_init_residual, "last norm of each residual branch starts at 0");
+  s.Bind("model.resnet.layout", &e.image_layout, "activation layout: NCHW | NHWC");
   s.Bind("model.vocab_size", &m.vocab_size, "vocabulary size (>= the dataset's)");
   s.Bind("model.seq_len", &m.seq_len, "context length in tokens");
   s.Bind("model.n_layers", &m.n_layers, "transformer blocks");
@@ -43,7 +53,10 @@ void BindAll(ConfigSchema& s, TrainConfig& c, EnumText& e, int64_t& model_seed) 
   s.Bind("model.moe.capacity_factor", &m.moe.capacity_factor, "expert capacity factor (0 = no dropping)");
   s.Bind("model.moe.normalize_top_k", &m.moe.normalize_top_k, "renormalize the top-k gate weights");
 
-  s.Bind("data.kind", &c.data.kind, "arithmetic | text | shards");
+  s.Bind("data.kind", &c.data.kind, "arithmetic | text | shards (gpt); synthetic_images (resnet)");
+  s.Bind("data.image_size", &c.data.image_size, "synthetic_images: image height = width in pixels");
+  s.Bind("data.image_noise", &c.data.image_noise, "synthetic_images: noise stddev over unit-variance prototypes");
+  s.Bind("data.image_shift", &c.data.image_shift, "synthetic_images: largest random shift in pixels");
   s.Bind("data.digits", &c.data.digits, "arithmetic: digits per operand");
   s.Bind("data.path", &c.data.path, "text/shards: file or list of files");
   s.Bind("data.format", &c.data.format, "shards: uint16 | uint32");
@@ -136,7 +149,7 @@ StatusOr<TrainConfig> TrainConfig::FromJson(const nlohmann::json& config, const 
 StatusOr<TrainConfig> TrainConfig::Build(const std::function<Status(ConfigSchema&)>& apply, const std::string& path,
                                          const std::vector<std::string>& overrides) {
   TrainConfig c;
-  EnumText e{"layernorm", "gelu", "fp32", "fp32"};
+  EnumText e{"layernorm", "gelu", "fp32", "fp32", "NCHW"};
   int64_t model_seed = static_cast<int64_t>(c.model.seed);
   ConfigSchema schema;
   BindAll(schema, c, e, model_seed);
@@ -157,6 +170,10 @@ StatusOr<TrainConfig> TrainConfig::Build(const std::function<Status(ConfigSchema
   if (!cd.ok()) return with(cd.status());
   c.model.compute_dtype = *cd;
   c.model.seed = static_cast<uint64_t>(model_seed);
+  if (e.image_layout != "NCHW" && e.image_layout != "NHWC") {
+    return with(InvalidArgument("model.resnet.layout must be 'NCHW' or 'NHWC', got '{}'", e.image_layout));
+  }
+  c.resnet.layout = e.image_layout == "NCHW" ? ops::ImageLayout::kNCHW : ops::ImageLayout::kNHWC;
   // train.precision decides the compute dtype; an older config may say
   // model.compute_dtype instead.
   if (c.parallel.precision == "fp32" && c.model.compute_dtype != DType::kF32) {
@@ -176,7 +193,11 @@ Status TrainConfig::Validate() const {
   if (name.empty() || name.find('/') != std::string::npos) {
     return InvalidArgument("name '{}' must be non-empty and contain no '/'", name);
   }
+  if (model_kind != "gpt" && model_kind != "resnet") {
+    return InvalidArgument("model.kind must be 'gpt' or 'resnet', got '{}'", model_kind);
+  }
   TESSERA_RETURN_IF_ERROR(model.Validate());
+  if (is_image_model()) TESSERA_RETURN_IF_ERROR(ValidateImageRun());
   const TrainOptions& t = train;
   if (t.steps < 1) return InvalidArgument("train.steps must be >= 1, got {}", t.steps);
   if (t.micro_batch < 1) return InvalidArgument("train.micro_batch must be >= 1, got {}", t.micro_batch);
@@ -214,6 +235,7 @@ Status TrainConfig::Validate() const {
   }
   TESSERA_RETURN_IF_ERROR(
       parallel::ValidateParallelConfig(parallel, model, train.global_batch, train.micro_batch));
+  if (is_image_model()) return Status::Ok();
   if (data.kind != "arithmetic" && data.kind != "text" && data.kind != "shards") {
     return InvalidArgument("data.kind must be 'arithmetic', 'text' or 'shards', got '{}'", data.kind);
   }
@@ -226,10 +248,40 @@ Status TrainConfig::Validate() const {
   return Status::Ok();
 }
 
+Status TrainConfig::ValidateImageRun() const {
+  TESSERA_RETURN_IF_ERROR(resnet.Validate());
+  if (data.kind != "synthetic_images") {
+    return InvalidArgument("data.kind must be 'synthetic_images' for model.kind = 'resnet', got '{}'", data.kind);
+  }
+  if (data.image_size < 1 || data.image_noise < 0 || data.image_shift < 0) {
+    return InvalidArgument("data.image_size must be >= 1 and data.image_noise, data.image_shift >= 0 (got {}, {}, {})",
+                           data.image_size, data.image_noise, data.image_shift);
+  }
+  const parallel::ParallelConfig& p = parallel;
+  if (p.tp > 1 || p.pp > 1 || p.ep > 1 || p.zero > 0 || p.grad_compression != "none") {
+    return InvalidArgument(
+        "model.kind = 'resnet' trains data-parallel only (parallel.dp or the launched ranks); got tp {}, pp {}, "
+        "ep {}, zero {}, grad_compression '{}'",
+        p.tp, p.pp, p.ep, p.zero, p.grad_compression);
+  }
+  if (p.precision != "fp32" || p.recompute != "none") {
+    return InvalidArgument("model.kind = 'resnet' runs fp32 without recompute so far (train.precision '{}', "
+                           "train.recompute '{}')",
+                           p.precision, p.recompute);
+  }
+  if (checkpoint.every > 0 || checkpoint.every_seconds > 0 || checkpoint.mtbf_hours > 0 ||
+      checkpoint.memory_every > 0 || !checkpoint.resume.empty()) {
+    return InvalidArgument("model.kind = 'resnet' has no checkpoints yet: leave checkpoint.every, every_seconds, "
+                           "mtbf_hours, memory_every and resume unset");
+  }
+  return Status::Ok();
+}
+
 nlohmann::json TrainConfig::ToJson() const {
   TrainConfig copy = *this;
   EnumText e{std::string(models::NormKindName(model.norm)), std::string(models::ActivationKindName(model.activation)),
-             std::string(DTypeName(model.param_dtype)), std::string(DTypeName(model.compute_dtype))};
+             std::string(DTypeName(model.param_dtype)), std::string(DTypeName(model.compute_dtype)),
+             ops::ImageLayoutName(resnet.layout)};
   int64_t model_seed = static_cast<int64_t>(model.seed);
   ConfigSchema schema;
   BindAll(schema, copy, e, model_seed);
@@ -238,7 +290,7 @@ nlohmann::json TrainConfig::ToJson() const {
 
 std::string TrainConfig::DescribeKeys() {
   TrainConfig c;
-  EnumText e{"layernorm", "gelu", "fp32", "fp32"};
+  EnumText e{"layernorm", "gelu", "fp32", "fp32", "NCHW"};
   int64_t model_seed = static_cast<int64_t>(c.model.seed);
   ConfigSchema schema;
   BindAll(schema, c, e, model_seed);

@@ -1,8 +1,11 @@
 // TrainConfig: everything `tessera train` needs, loaded from a TOML file with
 // `--set key=value` overrides (dotted keys). Sections:
 //   name            run name (runs/<name>/)
-//   [model]         GptConfig fields; [model.moe] its MoE fields
+//   [model]         kind = "gpt" (GptConfig fields; [model.moe] its MoE
+//                   fields) or "resnet" ([model.resnet]: models/resnet.h,
+//                   trained by train/image_trainer.h)
 //   [data]          which dataset: kind = "arithmetic" | "text" | "shards"
+//                   (GPT), "synthetic_images" (ResNet)
 //   [train]         steps, batch sizes, optimizer, schedule, seed, logging
 //   [eval]          how often and on how many held-out samples
 //   [checkpoint]    where, how often and how many checkpoints; resume
@@ -22,6 +25,7 @@
 
 #include "tessera/base/status.h"
 #include "tessera/models/gpt_config.h"
+#include "tessera/models/resnet.h"
 #include "tessera/parallel/parallel_config.h"
 
 namespace tessera::train {
@@ -34,6 +38,9 @@ struct DataOptions {
   std::vector<std::string> path;    // text / shards: files
   std::string format = "";          // shards: uint16 | uint32 (text: ignored)
   double val_fraction = 0.1;        // text / shards: held-out tail of each file
+  int64_t image_size = 32;          // synthetic_images: height = width
+  double image_noise = 0.5;         // synthetic_images: noise stddev (prototypes have stddev 1)
+  int64_t image_shift = 2;          // synthetic_images: random shifts up to this many pixels
 };
 
 struct TrainOptions {
@@ -84,7 +91,9 @@ struct GuardOptions {
 
 struct TrainConfig {
   std::string name = "run";
+  std::string model_kind = "gpt";  // model.kind: gpt | resnet
   models::GptConfig model;
+  models::ResNetConfig resnet;  // model.resnet.* (model.kind = "resnet")
   DataOptions data;
   TrainOptions train;
   EvalOptions eval;
@@ -98,10 +107,12 @@ struct TrainConfig {
   static StatusOr<TrainConfig> FromJson(const nlohmann::json& config, const std::string& source,
                                         const std::vector<std::string>& overrides);
   Status Validate() const;
+  Status ValidateImageRun() const;  // the model.kind = "resnet" rules (part of Validate)
   nlohmann::json ToJson() const;
   // The key reference (for `tessera train --help-config`).
   static std::string DescribeKeys();
   int64_t accumulation_steps() const { return train.global_batch / train.micro_batch; }
+  bool is_image_model() const { return model_kind == "resnet"; }
 
  private:
   static StatusOr<TrainConfig> Build(const std::function<Status(ConfigSchema&)>& apply, const std::string& source,

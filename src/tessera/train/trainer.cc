@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include <fmt/ranges.h>
 
@@ -90,6 +92,15 @@ StatusOr<std::unique_ptr<data::Dataset>> MakeDataset(const TrainConfig& config) 
                            ds->name(), ds->vocab_size());
   }
   return ds;
+}
+
+double JobPeakFlops(std::string_view dtype, int world_size) {
+  const hal::PeakInfo& peak = hal::MachinePeak();
+  const char* local_env = std::getenv("LOCAL_WORLD_SIZE");
+  const int local_ranks = local_env != nullptr ? std::max(1, std::atoi(local_env)) : world_size;
+  const int hosts = (world_size + local_ranks - 1) / local_ranks;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return peak.FlopsFor(dtype, /*all_cores=*/false) * cores * hosts;
 }
 
 void PinKernelThreads(const TrainerOptions& options) {

@@ -75,6 +75,12 @@ void PinKernelThreads(const TrainerOptions& options);
 
 StatusOr<std::unique_ptr<data::Dataset>> MakeDataset(const TrainConfig& config);
 
+// MFU's denominator for a job of `world_size` ranks: every core of every
+// host (LOCAL_WORLD_SIZE ranks per host; each rank runs fewer threads, so a
+// process's own "all threads" peak would undercount) at the measured
+// per-core peak for `dtype` (hal/peak.h).
+double JobPeakFlops(std::string_view dtype, int world_size);
+
 class Trainer {
  public:
   static StatusOr<std::unique_ptr<Trainer>> Create(const TrainConfig& config, const TrainerOptions& options = {});

@@ -1,0 +1,101 @@
+#include "tessera/train/image_trainer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+
+#include <gtest/gtest.h>
+
+#include "tessera/comm/api/comm_test_util.h"
+
+namespace tessera::train {
+namespace {
+
+const std::string kConfig = std::string(TESSERA_SOURCE_DIR) + "/configs/train/resnet50.toml";
+
+// The shipped config shrunk to seconds: bottleneck [1, 1], width 8, 12x12.
+TrainConfig Tiny(std::vector<std::string> overrides) {
+  std::vector<std::string> all = {"model.resnet.layers=[1, 1]", "model.resnet.width=8", "model.resnet.num_classes=4",
+                                  "data.image_size=12", "data.image_noise=0.5", "data.image_shift=1",
+                                  "train.micro_batch=8", "train.global_batch=16", "train.warmup_steps=2",
+                                  "eval.samples=64", "eval.every=0", "train.threads=1"};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  auto c = TrainConfig::Load(kConfig, all);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return *c;
+}
+
+TrainerOptions Quiet() {
+  TrainerOptions o;
+  o.out = stderr;
+  o.force_plain = true;
+  o.write_records = false;
+  return o;
+}
+
+TEST(ImageTraining, TheShippedConfigLoads) {
+  auto c = TrainConfig::Load(kConfig, {});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->is_image_model());
+  EXPECT_EQ(c->resnet.layers, (std::vector<int64_t>{3, 4, 6, 3}));
+  EXPECT_TRUE(c->resnet.bottleneck);
+  EXPECT_EQ(c->ToJson()["model"]["resnet"]["layout"], "NCHW");
+}
+
+TEST(ImageTraining, LearnsTheSyntheticImages) {
+  TrainConfig c = Tiny({"train.steps=60", "train.lr=5e-3"});
+  TrainSummary s;
+  Status st = RunImageTraining(c, nullptr, Quiet(), &s);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(s.steps, 60);
+  EXPECT_NEAR(s.chance_metric, 0.25, 1e-12);
+  EXPECT_GT(s.eval.metric, 0.6) << "top-1 accuracy on held-out images";
+  EXPECT_LT(s.final_loss_avg10, 0.6 * std::log(4.0));
+  EXPECT_GT(s.tokens_per_s, 0.0);  // images/s
+  EXPECT_GT(s.mfu, 0.0);
+}
+
+TEST(ImageTraining, DataParallelMatchesOneProcess) {
+  // Same samples per micro-batch (so the same batch-norm statistics), the
+  // gradient averaged over all micro-batches either way: equal losses.
+  TrainConfig c = Tiny({"train.steps=3", "train.micro_batch=4"});
+  std::vector<double> single;
+  {
+    TrainSummary s;
+    TrainerOptions o = Quiet();
+    ASSERT_TRUE(RunImageTraining(c, nullptr, o, &s).ok());
+    single.push_back(s.final_loss);
+    single.push_back(s.eval.loss);
+  }
+  std::mutex mu;
+  std::vector<std::vector<double>> ranks(2);
+  comm::testing::RunRanks(2, comm::testing::TestOptions(), [&](int rank, comm::Communicator& comm) {
+    TrainSummary s;
+    Status st = RunImageTraining(c, &comm, Quiet(), &s);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    std::lock_guard<std::mutex> lock(mu);
+    ranks[rank] = {s.final_loss, s.eval.loss};
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(ranks[r].size(), 2u);
+    EXPECT_NEAR(ranks[r][0], single[0], 1e-4 * std::fabs(single[0])) << "rank " << r << " last training loss";
+  }
+  EXPECT_EQ(ranks[0][1], ranks[1][1]);  // one evaluation, summed over ranks
+}
+
+TEST(ImageTraining, RejectsWhatItCannotRun) {
+  auto bad = [](std::vector<std::string> o) {
+    auto c = TrainConfig::Load(kConfig, o);
+    EXPECT_FALSE(c.ok()) << "accepted " << o[0];
+    return c.ok() ? std::string() : c.status().message();
+  };
+  EXPECT_NE(bad({"parallel.tp=2"}).find("data-parallel only"), std::string::npos);
+  EXPECT_NE(bad({"data.kind=\"arithmetic\""}).find("synthetic_images"), std::string::npos);
+  EXPECT_NE(bad({"checkpoint.every=10"}).find("no checkpoints"), std::string::npos);
+  EXPECT_NE(bad({"model.resnet.layout=\"NWHC\""}).find("model.resnet.layout"), std::string::npos);
+  EXPECT_NE(bad({"model.kind=\"cnn\""}).find("model.kind"), std::string::npos);
+  EXPECT_NE(bad({"model.resnet.layers=[3, 0]"}).find("layers[1]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::train
