@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""Median of two series of tokens/s and their ratio (the compare_* scripts).
+"""Median of two series of rates and their ratio (the compare_* scripts).
 
-    median_ratio.py LABEL_A LABEL_B A1 A2 ... -- B1 B2 ...
+    median_ratio.py [--unit tok/s] LABEL_A LABEL_B A1 A2 ... -- B1 B2 ...
 """
 import statistics
 import sys
 
-label_a, label_b, *values = sys.argv[1:]
+args = sys.argv[1:]
+unit = "tok/s"
+if args[:1] == ["--unit"]:
+    unit, args = args[1], args[2:]
+label_a, label_b, *values = args
 i = values.index("--")
 a = [float(x) for x in values[:i]]
 b = [float(x) for x in values[i + 1:]]
 ma, mb = statistics.median(a), statistics.median(b)
-print(f"median: {label_a} {ma:.0f} tok/s, {label_b} {mb:.0f} tok/s, ratio {ma / mb:.2f}x")
+digits = 0 if min(ma, mb) >= 100 else 2
+print(f"median: {label_a} {ma:.{digits}f} {unit}, {label_b} {mb:.{digits}f} {unit}, ratio {ma / mb:.2f}x")
