@@ -3,7 +3,8 @@
 // reduce / expand / projection layers and the 3x3 layers (incl. stride 2) of
 // the 56x56, 28x28, 14x14 and 7x7 stages (plus three MobileNetV2-style
 // depthwise layers). For each layer, layout and
-// applicable algorithm (forced), prints the median times of the forward, of
+// applicable algorithm (forced; Winograd F(2x2,3x3) and F(4x4,3x3) on the
+// 3x3 stride-1 layers), prints the median times of the forward, of
 // grad_x (none for conv1, whose input is the image) and of grad_w + grad_bias,
 // their total, and GFLOP/s (2*N*K*P*Q*C*R*S per pass; the backward counts
 // one pass per gradient).
@@ -134,6 +135,10 @@ int main(int argc, char** argv) {
       std::vector<Conv2dAlgo> algos = {Conv2dAlgo::kIm2col};
       if (l.R == 1 && l.stride == 1) algos.push_back(Conv2dAlgo::kGemm1x1);
       if (l.groups > 1) algos.push_back(Conv2dAlgo::kDepthwise);
+      if (l.R == 3 && l.stride == 1 && l.groups == 1) {  // Winograd's shapes (padding 1 here)
+        algos.push_back(Conv2dAlgo::kWinograd2x2);
+        algos.push_back(Conv2dAlgo::kWinograd4x4);
+      }
       if (direct) algos.push_back(Conv2dAlgo::kDirect);
       const bool need_x = l.C != 3;
       Tensor gy = tessera::ops::Conv2d(x, w, b, base);
