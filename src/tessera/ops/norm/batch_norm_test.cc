@@ -5,7 +5,6 @@
 // Also: running-statistics updates against hand-computed numbers (the same
 // values PyTorch 1.13's F.batch_norm produces), N*H*W = 1 in inference,
 // cancellation with a large mean, thread-count independence, errors.
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -19,6 +18,7 @@
 #include "tessera/ops/common/impl.h"
 #include "tessera/ops/norm/batch_norm.h"
 #include "tessera/tensor/rng.h"
+#include "tessera/ops/testing/thread_count.h"
 
 namespace tessera::ops {
 namespace {
@@ -367,12 +367,7 @@ TEST(BatchNormTest, IndependentOfThreadCount) {
                                              g.grad_x.ToFloatVector(),  g.grad_gamma.ToFloatVector(),
                                              g.grad_beta.ToFloatVector()};
     };
-    const int saved = omp_get_max_threads();
-    omp_set_num_threads(1);
-    auto one = run();
-    omp_set_num_threads(std::max(saved, 3));
-    auto many = run();
-    omp_set_num_threads(saved);
+    auto [one, many] = testing::RunWithOneAndManyThreads(run);
     for (size_t k = 0; k < one.size(); ++k) EXPECT_EQ(one[k], many[k]) << "output " << k << " " << ImageLayoutName(l);
   }
 }

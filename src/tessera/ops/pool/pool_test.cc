@@ -4,7 +4,6 @@
 // odd shapes; a few small cases whose expected values were produced by
 // PyTorch 1.13 (torch.nn.functional); finite differences of the backward;
 // thread-count independence; argument errors.
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -19,6 +18,7 @@
 #include "tessera/ops/common/impl.h"
 #include "tessera/ops/pool/pool.h"
 #include "tessera/tensor/rng.h"
+#include "tessera/ops/testing/thread_count.h"
 
 namespace tessera::ops {
 namespace {
@@ -429,12 +429,7 @@ TEST(PoolTest, IndependentOfThreadCount) {
                                              AvgPool2dBackward(m.y, x.shape(), o).ToFloatVector()};
       return out;
     };
-    const int saved = omp_get_max_threads();
-    omp_set_num_threads(1);
-    auto one = run();
-    omp_set_num_threads(std::max(saved, 3));
-    auto many = run();
-    omp_set_num_threads(saved);
+    auto [one, many] = testing::RunWithOneAndManyThreads(run);
     for (size_t k = 0; k < one.size(); ++k) EXPECT_EQ(one[k], many[k]) << "output " << k << " " << ImageLayoutName(l);
   }
 }
