@@ -3,8 +3,9 @@
 the same processes (run under `tessera launch --nproc N`; bench/torch_backend.sh
 drives it and compares with `tessera ccl-perf`).
 
-Prints one JSON line (rank 0): per size, the median time of one blocking
-all_reduce (fp32 SUM, in place) over the timed iterations, for tessera with
+Prints one JSON line (rank 0): per size, the time of one blocking
+all_reduce (fp32 SUM, in place) measured as `tessera ccl-perf -a 3` does —
+each rank's mean over its timed loop, the slowest rank's — for tessera with
 ordinary tensors, tessera with tensors from tessera.torch.empty_shared (zero
 copy) and gloo, and nccl-tests' busbw (2(n-1)/n * bytes / time).
 
@@ -13,7 +14,6 @@ Usage: torch_backend.py [--sizes 8,67108864] [--iters 2000,10] [--warmup 200,3]
 import argparse
 import json
 import mmap
-import statistics
 import time
 
 import torch
@@ -42,17 +42,13 @@ def bench(group, nbytes, iters, warmup, hugepages=False, shared=False):
         x = tensor(nbytes, hugepages)
     for _ in range(warmup):
         dist.all_reduce(x, group=group)
-    times = []
     dist.barrier(group=group)
-    # Blocks of iterations, so the clock's cost does not weigh on 8 bytes.
-    block = max(1, min(iters, 1000 if nbytes < 65536 else 1))
-    for _ in range(max(1, iters // block)):
-        t0 = time.perf_counter()
-        for _ in range(block):
-            dist.all_reduce(x, group=group)
-        times.append((time.perf_counter() - t0) / block)
-    # The slowest rank's median (all ranks must finish an all-reduce).
-    t = torch.tensor([statistics.median(times)], dtype=torch.float64)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        dist.all_reduce(x, group=group)
+    mean = (time.perf_counter() - t0) / iters
+    # The slowest rank's mean (ccl-perf -a 3: every rank must finish).
+    t = torch.tensor([mean], dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
     return t.item()
 

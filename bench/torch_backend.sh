@@ -3,8 +3,9 @@
 # Tessera's own `tessera ccl-perf`, in one run (docs/pytorch.md, docs/perf.md):
 #   1. all_reduce of 64 MiB fp32 (and 8 bytes) from Python, tessera vs gloo in
 #      the same processes (bench/torch_backend.py), at 2 / 4 / 8 processes;
-#      `tessera ccl-perf allreduce` (private buffers, blocking calls, the
-#      per-iteration time of rank 0) at the same sizes right after;
+#      `tessera ccl-perf allreduce` (private buffers, blocking calls) at the
+#      same sizes right after; both time a loop of calls per rank and take
+#      the slowest rank's mean per call (ccl-perf -a 3);
 #   2. DDP training throughput of PyTorch's GPT (bench/torch_gpt.py, the
 #      default config, one thread per rank) with --backend tessera vs gloo,
 #      at 2 and 4 processes.
@@ -27,7 +28,7 @@ trap 'rm -rf "$TMP"' EXIT
 
 # ccl-perf's out-of-place time (µs) of its one size row.
 ccl_us() {
-  "$BIN" launch --nproc "$1" -- "$BIN" ccl-perf allreduce -b "$2" -e "$2" -n "$3" -w "$4" "${@:5}" 2>/dev/null |
+  "$BIN" launch --nproc "$1" -- "$BIN" ccl-perf allreduce -b "$2" -e "$2" -n "$3" -w "$4" -a 3 "${@:5}" 2>/dev/null |
     sed 's/^\[rank 0\] //' | awk '$1 ~ /^[0-9]+$/ && NF >= 8 {print $6; exit}'
 }
 

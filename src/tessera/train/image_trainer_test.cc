@@ -39,7 +39,8 @@ TEST(ImageTraining, TheShippedConfigLoads) {
   EXPECT_TRUE(c->is_image_model());
   EXPECT_EQ(c->resnet.layers, (std::vector<int64_t>{3, 4, 6, 3}));
   EXPECT_TRUE(c->resnet.bottleneck);
-  EXPECT_EQ(c->ToJson()["model"]["resnet"]["layout"], "NCHW");
+  EXPECT_EQ(c->ToJson()["model"]["resnet"]["layout"], "NHWC");
+  EXPECT_EQ(c->resnet.layout, ops::ImageLayout::kNHWC);
 }
 
 TEST(ImageTraining, LearnsTheSyntheticImages) {
