@@ -134,6 +134,9 @@ Status RunConv(const ConvArgs& a) {
     if (a.algo == ops::Conv2dAlgoName(algo)) o.algo = algo, found = true;
   }
   if (!found) return InvalidArgument("bench conv: unknown --algo '{}'", a.algo);
+  if (a.n < 1 || a.c < 1 || a.h < 1 || a.w < 1 || a.k < 1 || a.r < 1 || a.groups < 1) {
+    return InvalidArgument("bench conv: --n, --c, --h, --w, --k, --r and --groups must be >= 1");
+  }
   if (a.c % a.groups != 0) return InvalidArgument("bench conv: --groups {} does not divide --c {}", a.groups, a.c);
   Tensor x = o.layout == ops::ImageLayout::kNCHW ? Tensor::Empty({a.n, a.c, a.h, a.w}) : Tensor::Empty({a.n, a.h, a.w, a.c});
   Tensor w = Tensor::Empty({a.k, a.c / a.groups, a.r, s});

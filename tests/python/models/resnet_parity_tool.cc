@@ -13,6 +13,7 @@
 // shapes or dtypes between the file and the model.
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,17 @@ namespace ckpt = tessera::parallel::checkpoint;
 [[noreturn]] void Fail(const std::string& what) {
   std::fprintf(stderr, "resnet_parity_tool: %s\n", what.c_str());
   std::exit(1);
+}
+
+// A metadata integer, or a clear failure naming the key and the text.
+int64_t MetaInt(const ckpt::SafetensorsFile& file, const std::string& key, const std::string& text) {
+  try {
+    size_t used = 0;
+    const int64_t v = std::stoll(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  Fail(fmt::format("{}: metadata '{}' = '{}' is not an integer", file.name(), key, text));
 }
 
 std::string Meta(const ckpt::SafetensorsFile& file, const std::string& key) {
@@ -85,12 +97,12 @@ int main(int argc, char** argv) {
          }
          return parts;
        }()) {
-    config.layers.push_back(std::stoll(part));
+    config.layers.push_back(MetaInt(*in, "layers", part));
   }
-  config.width = std::stoll(Meta(*in, "width"));
+  config.width = MetaInt(*in, "width", Meta(*in, "width"));
   config.bottleneck = Meta(*in, "bottleneck") == "1";
   config.small_stem = Meta(*in, "small_stem") == "1";
-  config.num_classes = std::stoll(Meta(*in, "num_classes"));
+  config.num_classes = MetaInt(*in, "num_classes", Meta(*in, "num_classes"));
   const std::string layout = Meta(*in, "layout");
   if (layout != "NCHW" && layout != "NHWC") Fail("layout must be NCHW or NHWC, got " + layout);
   config.layout = layout == "NCHW" ? tessera::ops::ImageLayout::kNCHW : tessera::ops::ImageLayout::kNHWC;
