@@ -12,8 +12,11 @@ CONFIG=${1:-configs/train/default.toml}
 STEPS=${2:-40}
 REPEATS=${3:-3}
 BIN=${BIN:-build/bin/tessera}
-# The default config is laid out for 8 ranks: this compares one process.
-SINGLE="--set parallel.dp=1 --set parallel.tp=1 --set parallel.pp=1 --set parallel.ep=1 --set train.micro_batch=32"
+# The default config is laid out for 8 ranks: this compares one process
+# (MICRO_BATCH= keeps the config's own micro-batch, as the dense-GPT configs want).
+MICRO_BATCH=${MICRO_BATCH-32}
+SINGLE="--set parallel.dp=1 --set parallel.tp=1 --set parallel.pp=1 --set parallel.ep=1 --set parallel.zero=0"
+if [ -n "$MICRO_BATCH" ]; then SINGLE="$SINGLE --set train.micro_batch=$MICRO_BATCH"; fi
 PY=/usr/bin/python3
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT

@@ -62,13 +62,13 @@ def make_norm(cfg, d):
 
 class Attention(nn.Module):
     # Separate q/k/v/o projections as in Tessera's CausalSelfAttention.
-    def __init__(self, d, h, use_rope):
+    def __init__(self, d, h, use_rope, bias=False):
         super().__init__()
         self.h, self.use_rope = h, use_rope
-        self.wq = nn.Linear(d, d, bias=False)
-        self.wk = nn.Linear(d, d, bias=False)
-        self.wv = nn.Linear(d, d, bias=False)
-        self.wo = nn.Linear(d, d, bias=False)
+        self.wq = nn.Linear(d, d, bias=bias)
+        self.wk = nn.Linear(d, d, bias=bias)
+        self.wv = nn.Linear(d, d, bias=bias)
+        self.wo = nn.Linear(d, d, bias=bias)
         self.register_buffer("mask", None, persistent=False)
 
     def forward(self, x):
@@ -85,12 +85,12 @@ class Attention(nn.Module):
 
 
 class Mlp(nn.Module):
-    def __init__(self, d, ff, act):
+    def __init__(self, d, ff, act, bias=False):
         super().__init__()
         self.act = act
-        self.gate = nn.Linear(d, ff, bias=False) if act == "swiglu" else None
-        self.up = nn.Linear(d, ff, bias=False)
-        self.down = nn.Linear(ff, d, bias=False)
+        self.gate = nn.Linear(d, ff, bias=bias) if act == "swiglu" else None
+        self.up = nn.Linear(d, ff, bias=bias)
+        self.down = nn.Linear(ff, d, bias=bias)
 
     def forward(self, x):
         if self.act == "swiglu":
@@ -129,13 +129,14 @@ class Block(nn.Module):
         super().__init__()
         d = cfg["d_model"]
         self.n1, self.n2 = make_norm(cfg, d), make_norm(cfg, d)
-        self.attn = Attention(d, cfg["n_heads"], cfg.get("rope", True))
+        bias = cfg.get("bias", False)  # model.bias: biases in every linear layer, as Tessera
+        self.attn = Attention(d, cfg["n_heads"], cfg.get("rope", True), bias)
         act = cfg.get("activation", "gelu")
         if moe:
             m = cfg["moe"]
             self.ffn = Moe(d, m.get("d_ff_expert", cfg["d_ff"]), act, m["num_experts"], m["top_k"])
         else:
-            self.ffn = Mlp(d, cfg["d_ff"], act)
+            self.ffn = Mlp(d, cfg["d_ff"], act, bias)
         self.is_moe = moe
 
     def forward(self, x):
@@ -161,6 +162,8 @@ class Gpt(nn.Module):
         for m in self.modules():  # same init scheme as Tessera: N(0, init_std), norms at 1
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(m.weight, std=std)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
 
     def forward(self, ids, targets):
         x = self.emb(ids)

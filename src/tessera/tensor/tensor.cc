@@ -1,5 +1,7 @@
 #include "tessera/tensor/tensor.h"
 
+#include "tessera/tensor/strided_copy.h"
+
 #include <cstring>
 #include <numeric>
 
@@ -7,6 +9,9 @@
 #include <fmt/ranges.h>
 
 namespace tessera {
+
+using internal::ReadAsDouble;
+using internal::WriteFromDouble;
 
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
@@ -61,27 +66,6 @@ std::shared_ptr<TensorImpl> ViewImpl(const TensorImpl& base, Shape shape, Shape 
   impl->offset = offset;
   impl->dtype = base.dtype;
   return impl;
-}
-
-double ReadAsDouble(const void* p, DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return *static_cast<const float*>(p);
-    case DType::kBF16: return static_cast<const bf16*>(p)->ToFloat();
-    case DType::kF16: return static_cast<const fp16*>(p)->ToFloat();
-    case DType::kI32: return *static_cast<const int32_t*>(p);
-    case DType::kI64: return static_cast<double>(*static_cast<const int64_t*>(p));
-  }
-  return 0;
-}
-
-void WriteFromDouble(void* p, DType dtype, double v) {
-  switch (dtype) {
-    case DType::kF32: *static_cast<float*>(p) = static_cast<float>(v); break;
-    case DType::kBF16: *static_cast<bf16*>(p) = bf16(static_cast<float>(v)); break;
-    case DType::kF16: *static_cast<fp16*>(p) = fp16(static_cast<float>(v)); break;
-    case DType::kI32: *static_cast<int32_t*>(p) = static_cast<int32_t>(v); break;
-    case DType::kI64: *static_cast<int64_t*>(p) = static_cast<int64_t>(v); break;
-  }
 }
 
 // Visits every element of `shape` in row-major order, passing the element
@@ -308,50 +292,18 @@ void Tensor::CopyFrom(const Tensor& src) {
   TESSERA_CHECK(src.shape() == shape(), "CopyFrom shape {} into {}", ShapeString(src.shape()),
                 ShapeString(shape()));
   if (numel() == 0) return;
+  if (impl_->storage == src.impl_->storage) {
+    const bool same_view = impl_->strides == src.impl_->strides && impl_->offset == src.impl_->offset;
+    if (same_view && dtype() == src.dtype()) return;  // copying a view onto itself
+    CopyFrom(src.Clone());  // views of one storage may overlap: copy through a fresh buffer
+    return;
+  }
   char* dst_base = static_cast<char*>(impl_->storage->data());
   const char* src_base = static_cast<const char*>(src.impl_->storage->data());
-  DType dt = dtype(), st = src.dtype();
-  size_t des = DTypeSize(dt), ses = DTypeSize(st);
-  if (dt == st && is_contiguous() && src.is_contiguous()) {
-    std::memcpy(raw_data(), src.raw_data(), nbytes());
-    return;
-  }
-  if (dt == DType::kF32 && st == DType::kBF16 && is_contiguous() && src.is_contiguous()) {
-    float* d = data<float>();
-    const bf16* s = src.data<bf16>();
-    for (int64_t i = 0, n = numel(); i < n; ++i) d[i] = s[i].ToFloat();
-    return;
-  }
-  if (dt == DType::kBF16 && st == DType::kF32 && is_contiguous() && src.is_contiguous()) {
-    bf16* d = data<bf16>();
-    const float* s = src.data<float>();
-    for (int64_t i = 0, n = numel(); i < n; ++i) d[i] = bf16(s[i]);
-    return;
-  }
-  if (dt == st) {
-    // Strided copy with a typed inner loop per element size.
-    auto copy = [&](auto tag) {
-      using T = decltype(tag);
-      T* d = reinterpret_cast<T*>(dst_base);
-      const T* s = reinterpret_cast<const T*>(src_base);
-      ForEachIndex2(shape(), impl_->strides, impl_->offset, src.impl_->strides, src.impl_->offset,
-                    [&](int64_t od, int64_t os) { d[od] = s[os]; });
-    };
-    switch (des) {
-      case 2: copy(uint16_t{}); return;
-      case 4: copy(uint32_t{}); return;
-      case 8: copy(uint64_t{}); return;
-      default: break;
-    }
-  }
-  ForEachIndex2(shape(), impl_->strides, impl_->offset, src.impl_->strides, src.impl_->offset,
-                [&](int64_t od, int64_t os) {
-                  if (dt == st) {
-                    std::memcpy(dst_base + od * des, src_base + os * ses, des);
-                  } else {
-                    WriteFromDouble(dst_base + od * des, dt, ReadAsDouble(src_base + os * ses, st));
-                  }
-                });
+  internal::CopyStrided(shape().data(), dim(),
+                        internal::StridedBuffer{dst_base, impl_->strides.data(), impl_->offset, dtype()},
+                        internal::StridedBuffer{const_cast<char*>(src_base), src.impl_->strides.data(),
+                                                src.impl_->offset, src.dtype()});
 }
 
 void Tensor::Fill(double value) {
