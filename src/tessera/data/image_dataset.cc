@@ -1,5 +1,7 @@
 #include "tessera/data/image_dataset.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -43,6 +45,9 @@ ImageBatch SyntheticImages::Make(int64_t first, int64_t batch_size, uint64_t spl
   int64_t* labels = batch.labels.data<int64_t>();
   const uint64_t sample_seed = DeriveSeed(o.seed, 100 + split);
   const uint64_t proto_seed = DeriveSeed(o.seed, 7);
+  // Samples are independent and addressed by index: threads split the batch
+  // (the result does not depend on how).
+#pragma omp parallel for schedule(static) if (batch_size > 1 && batch_size * C * H * W >= (1 << 14) && !omp_in_parallel())
   for (int64_t b = 0; b < batch_size; ++b) {
     const uint64_t s = static_cast<uint64_t>(first + b);
     const uint64_t seed = DeriveSeed(sample_seed, s);
