@@ -5,8 +5,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <set>
+#include <string_view>
 #include <span>
 #include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tessera/base/knobs.h"
 #include "tessera/base/logging.h"
@@ -24,6 +30,7 @@ using Clock = std::chrono::steady_clock;
 constexpr char kKind[] = "tessera-trainer";
 constexpr char kModelPrefix[] = "model/";
 constexpr char kOptimPrefix[] = "optim/";
+constexpr char kBufferPrefix[] = "buffer/";
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
@@ -104,15 +111,20 @@ Status AsyncCheckpointer::Wait() { return writer_.Wait(); }
 
 Status AsyncCheckpointer::Save(int64_t step, const models::Gpt& model, const optim::AdamW& optimizer,
                                const nlohmann::json& config) {
+  return Save(step, static_cast<const graph::Module&>(model), optimizer, config,
+              {{"forward_count", model.forward_count()}});
+}
+
+Status AsyncCheckpointer::Save(int64_t step, const graph::Module& model, const optim::AdamW& optimizer,
+                               const nlohmann::json& config, const nlohmann::json& extra) {
   TESSERA_RETURN_IF_ERROR(Wait());
   const auto t0 = Clock::now();
   auto snapshot = std::make_shared<Snapshot>();
   snapshot->step = step;
-  snapshot->metadata = {{"kind", kKind},
-                        {"step", step},
-                        {"forward_count", model.forward_count()},
-                        {"config", config}};
+  snapshot->metadata = {{"kind", kKind}, {"step", step}, {"config", config}};
+  for (const auto& [key, value] : extra.items()) snapshot->metadata[key] = value;
   for (const auto& [name, t] : model.StateDict()) snapshot->Add(kModelPrefix + name, t);
+  for (const auto& [name, t] : model.NamedBuffers()) snapshot->Add(kBufferPrefix + name, t);
   for (const auto& [name, t] : optimizer.StateDict()) snapshot->Add(kOptimPrefix + name, t);
   last_snapshot_s_ = Seconds(t0, Clock::now());
   snapshot_s_ += last_snapshot_s_;
@@ -186,7 +198,87 @@ StatusOr<std::string> EffectiveResume(const CheckpointOptions& options, const st
   return all.empty() ? std::string() : std::string("latest");
 }
 
+namespace {
+
+// Checks the checkpoint's buffers against the model's (all of them, both
+// ways) before anything is loaded; returns the copies to make.
+StatusOr<std::vector<std::pair<Tensor, Tensor>>> MatchBuffers(const graph::Module& model,
+                                                              const std::map<std::string, Tensor>& saved) {
+  std::vector<std::string> problems;
+  std::vector<std::pair<Tensor, Tensor>> copies;
+  std::set<std::string> known;
+  for (const auto& [name, b] : model.NamedBuffers()) {
+    known.insert(name);
+    auto it = saved.find(name);
+    if (it == saved.end()) {
+      problems.push_back(fmt::format("missing buffer '{}' (expected shape {})", name, ShapeString(b.shape())));
+    } else if (it->second.shape() != b.shape() || it->second.dtype() != b.dtype()) {
+      problems.push_back(fmt::format("mismatch for buffer '{}': checkpoint has {} {}, model expects {} {}", name,
+                                     ShapeString(it->second.shape()), DTypeName(it->second.dtype()),
+                                     ShapeString(b.shape()), DTypeName(b.dtype())));
+    } else {
+      copies.emplace_back(b, it->second);
+    }
+  }
+  for (const auto& [name, t] : saved) {
+    if (!known.count(name)) problems.push_back(fmt::format("unexpected buffer '{}'", name));
+  }
+  if (!problems.empty()) return InvalidArgument("{}", fmt::join(problems, "; "));
+  return copies;
+}
+
+}  // namespace
+
 StatusOr<ResumedState> LoadTrainerCheckpoint(const std::filesystem::path& dir, models::Gpt& model,
+                                             optim::AdamW& optimizer) {
+  // The dropout counter is checked before anything is loaded.
+  StatusOr<ck::CheckpointReader> opened = ck::CheckpointReader::Open(dir);
+  if (opened.ok()) {
+    const nlohmann::json& meta = opened->metadata();
+    if (meta.is_object() && meta.value("kind", "") == kKind &&
+        !(meta.contains("forward_count") && meta["forward_count"].is_number_unsigned())) {
+      return InvalidArgument("'{}' is not a GPT trainer checkpoint (no unsigned forward_count in its metadata)",
+                             dir.string());
+    }
+  }
+  TESSERA_ASSIGN_OR_RETURN(ResumedState r,
+                           LoadTrainerCheckpoint(dir, static_cast<graph::Module&>(model), optimizer));
+  model.set_forward_count(r.forward_count);
+  return r;
+}
+
+StatusOr<ResumedRun> ResumeFromCheckpoints(
+    const std::string& spec, const std::filesystem::path& root, int64_t total_steps,
+    const std::function<StatusOr<ResumedState>(const std::filesystem::path&)>& load) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<std::filesystem::path> candidates, ResumeCandidates(spec, root));
+  std::optional<ResumedRun> resumed;
+  std::string reasons;
+  std::string skipped;
+  StatusCode first_code = StatusCode::kOk;
+  for (const std::filesystem::path& candidate : candidates) {
+    StatusOr<ResumedState> r = load(candidate);
+    if (r.ok()) {
+      resumed = ResumedRun{*r, candidate, skipped};
+      break;
+    }
+    if (spec != "latest") return r.status();
+    TLOG(WARN, "checkpoint '{}' cannot be loaded: {}", candidate.string(), r.status().ToString());
+    if (first_code == StatusCode::kOk) first_code = r.status().code();
+    skipped += fmt::format("{}{}", skipped.empty() ? "" : ", ", candidate.filename().string());
+    reasons += fmt::format("\n  {}: {}", candidate.filename().string(), r.status().ToString());
+  }
+  if (!resumed) {
+    return Status(first_code, fmt::format("--resume latest: no usable checkpoint under '{}':{}", root.string(),
+                                          reasons));
+  }
+  if (resumed->state.step >= total_steps) {
+    return InvalidArgument("checkpoint '{}' is at step {}, not before train.steps = {}: nothing left to train",
+                           resumed->dir.string(), resumed->state.step, total_steps);
+  }
+  return *resumed;
+}
+
+StatusOr<ResumedState> LoadTrainerCheckpoint(const std::filesystem::path& dir, graph::Module& model,
                                              optim::AdamW& optimizer) {
   auto where = [&] { return fmt::format("resuming from checkpoint '{}'", dir.string()); };
   StatusOr<ck::CheckpointReader> opened = ck::CheckpointReader::Open(dir);
@@ -195,38 +287,47 @@ StatusOr<ResumedState> LoadTrainerCheckpoint(const std::filesystem::path& dir, m
 
   const nlohmann::json& meta = reader.metadata();
   if (!meta.is_object() || meta.value("kind", "") != kKind || !meta.contains("step") ||
-      !meta["step"].is_number_integer() || !meta.contains("forward_count") ||
-      !meta["forward_count"].is_number_unsigned()) {
-    return InvalidArgument("'{}' is not a single-process trainer checkpoint (metadata kind '{}', step, "
-                           "forward_count expected)",
+      !meta["step"].is_number_integer()) {
+    return InvalidArgument("'{}' is not a single-process trainer checkpoint (metadata kind '{}' and step expected)",
                            dir.string(), meta.is_object() ? meta.value("kind", "") : "");
   }
   // Every tensor straight into its new tensor's memory, all at once
   // (ReadMany: shards loaded, checked and copied out on one thread per core).
-  std::map<std::string, Tensor> model_state, optim_state;
+  std::map<std::string, Tensor> model_state, buffer_state, optim_state;
   std::vector<ck::CheckpointReader::ReadRequest> reads;
   for (const auto& [name, global] : reader.index().tensors) {
-    const bool is_model = name.rfind(kModelPrefix, 0) == 0;
-    const bool is_optim = name.rfind(kOptimPrefix, 0) == 0;
-    if (!is_model && !is_optim) return InvalidArgument("'{}': unexpected tensor '{}'", dir.string(), name);
+    std::map<std::string, Tensor>* into = nullptr;
+    std::string key;
+    for (auto [prefix, map] : {std::pair<std::string_view, std::map<std::string, Tensor>*>{kModelPrefix, &model_state},
+                               {kBufferPrefix, &buffer_state},
+                               {kOptimPrefix, &optim_state}}) {
+      if (name.rfind(prefix, 0) == 0) {
+        into = map;
+        key = name.substr(prefix.size());
+      }
+    }
+    if (into == nullptr) return InvalidArgument("'{}': unexpected tensor '{}'", dir.string(), name);
     StatusOr<DType> dtype = FromStorage(global.dtype, name);
     if (!dtype.ok()) return dtype.status().WithContext(where());
     Tensor t = Tensor::Empty(global.shape, *dtype);
     reads.push_back({name, std::vector<int64_t>(global.shape.size(), 0), global.shape,
                      std::span<std::byte>(static_cast<std::byte*>(t.raw_data()), t.nbytes())});
-    (is_model ? model_state : optim_state)[name.substr(is_model ? sizeof(kModelPrefix) - 1 : sizeof(kOptimPrefix) - 1)] =
-        t;
+    (*into)[key] = t;
   }
   Status read = reader.ReadMany(reads);
   if (!read.ok()) return read.WithContext(where());
+  StatusOr<std::vector<std::pair<Tensor, Tensor>>> buffers = MatchBuffers(model, buffer_state);
+  if (!buffers.ok()) return buffers.status().WithContext("loading the model's buffers").WithContext(where());
   Status st = model.LoadStateDict(model_state);
   if (!st.ok()) return st.WithContext("loading the model's parameters").WithContext(where());
   st = optimizer.LoadStateDict(optim_state);
   if (!st.ok()) return st.WithContext("loading the optimizer's state").WithContext(where());
+  for (auto& [dst, src] : *buffers) dst.CopyFrom(src);
   ResumedState r;
   r.step = meta["step"].get<int64_t>();
-  r.forward_count = meta["forward_count"].get<uint64_t>();
-  model.set_forward_count(r.forward_count);
+  if (meta.contains("forward_count") && meta["forward_count"].is_number_unsigned()) {
+    r.forward_count = meta["forward_count"].get<uint64_t>();
+  }
   return r;
 }
 

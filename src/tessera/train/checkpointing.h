@@ -1,14 +1,16 @@
-// Checkpoints of a single-process Trainer ([checkpoint] in the config).
-// A training state is: the model's parameters, AdamW's state (moments and
-// per-parameter step counts), the step, and the model's dropout counter
+// Checkpoints of a single-process Trainer and of the image trainer
+// ([checkpoint] in the config). A training state is: the model's parameters
+// and buffers (batch-norm running statistics), AdamW's state (moments and
+// per-parameter step counts), the step, and for a GPT its dropout counter
 // (forward_count). Data order depends only on (train.seed, step), so the
 // step is the data-loader position too: a resumed run sees exactly the
 // samples, dropout masks and learning rates the uninterrupted run would,
 // and ends with bitwise-identical parameters.
 //
 // On disk it is a one-shard checkpoint (parallel/checkpoint/) in
-// <root>/step-<N>/: tensors "model/<name>" and "optim/<key>", metadata
-// {"kind": "tessera-trainer", "step", "forward_count", "config"}.
+// <root>/step-<N>/: tensors "model/<name>", "buffer/<name>" and
+// "optim/<key>", metadata {"kind": "tessera-trainer", "step", "config"} plus
+// the caller's fields ("forward_count" for a GPT).
 //
 // Saving is asynchronous: Save() copies the state into host buffers at a
 // step boundary (the only cost on the training path) and a background
@@ -19,6 +21,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/base/status.h"
+#include "tessera/graph/module.h"
 #include "tessera/models/gpt.h"
 #include "tessera/optim/adamw.h"
 #include "tessera/train/background_job.h"
@@ -64,7 +68,11 @@ class AsyncCheckpointer {
   AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
 
   // Waits for the previous save (returning its error, if any), snapshots the
-  // state after `step` and starts writing it.
+  // state after `step` (parameters, buffers, optimizer; `extra` fields join
+  // the metadata) and starts writing it.
+  Status Save(int64_t step, const graph::Module& model, const optim::AdamW& optimizer, const nlohmann::json& config,
+              const nlohmann::json& extra = nlohmann::json::object());
+  // A GPT's save also records its dropout counter.
   Status Save(int64_t step, const models::Gpt& model, const optim::AdamW& optimizer, const nlohmann::json& config);
   // Waits for the save in flight; its status.
   Status Wait();
@@ -117,13 +125,33 @@ StatusOr<std::string> EffectiveResume(const CheckpointOptions& options, const st
 
 struct ResumedState {
   int64_t step = 0;
-  uint64_t forward_count = 0;
+  uint64_t forward_count = 0;  // a GPT's; 0 for other models
 };
 
 // Loads checkpoint `dir` into a freshly built model and optimizer (same
-// model config: names, shapes and dtypes must match, else nothing changes
-// and the error names the tensors). Verifies every shard first.
+// model config: names, shapes and dtypes of parameters and buffers must
+// match, else nothing changes and the error names the tensors). Verifies
+// every shard first.
+StatusOr<ResumedState> LoadTrainerCheckpoint(const std::filesystem::path& dir, graph::Module& model,
+                                             optim::AdamW& optimizer);
+// A GPT's load also restores its dropout counter (which must be recorded).
 StatusOr<ResumedState> LoadTrainerCheckpoint(const std::filesystem::path& dir, models::Gpt& model,
                                              optim::AdamW& optimizer);
+
+// The checkpoint a run resumed from.
+struct ResumedRun {
+  ResumedState state;
+  std::filesystem::path dir;
+  std::string skipped;  // newer checkpoints that could not be loaded ("" if none)
+};
+
+// Resumes a run of `total_steps` steps: tries ResumeCandidates(spec, root)
+// in order with `load` (which must leave the model unchanged when it
+// fails). A named directory's error is returned as it is; "latest" falls
+// back to older checkpoints and, when none loads, fails listing every
+// reason. A checkpoint at or past `total_steps` is an error (nothing left).
+StatusOr<ResumedRun> ResumeFromCheckpoints(
+    const std::string& spec, const std::filesystem::path& root, int64_t total_steps,
+    const std::function<StatusOr<ResumedState>(const std::filesystem::path&)>& load);
 
 }  // namespace tessera::train

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "tessera/optim/adamw.h"
 #include "tessera/optim/clip.h"
 #include "tessera/optim/schedule.h"
+#include "tessera/train/checkpointing.h"
 #include "tessera/train/progress.h"
 #include "tessera/train/run_record.h"
 
@@ -169,9 +171,37 @@ Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOp
                       t.steps, t.global_batch, ranks, ranks == 1 ? "" : "s", hal::NumThreads(),
                       flops_per_image / 1e9));
   const std::string run_dir = t.out_dir + "/" + config.name;
+
+  // Checkpoints (train/checkpointing.h). Every rank loads the same
+  // checkpoint (parameters are replicated; rank 0's batch-norm statistics,
+  // which evaluation broadcasts anyway); rank 0 saves.
+  const std::filesystem::path ckpt_root = config.checkpoint.dir.empty()
+                                              ? std::filesystem::path(run_dir) / "checkpoints"
+                                              : std::filesystem::path(config.checkpoint.dir);
+  int64_t first_step = 1;
+  std::string resumed_from;
+  TESSERA_ASSIGN_OR_RETURN(const std::string resume, EffectiveResume(config.checkpoint, ckpt_root));
+  if (!resume.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(
+        ResumedRun resumed,
+        ResumeFromCheckpoints(resume, ckpt_root, t.steps, [&](const std::filesystem::path& dir) {
+          return LoadTrainerCheckpoint(dir, static_cast<graph::Module&>(model), opt);
+        }));
+    first_step = resumed.state.step + 1;
+    resumed_from = resumed.dir.string();
+    message(fmt::format("resumed from {} (step {}){}", resumed_from, resumed.state.step,
+                        resumed.skipped.empty() ? "" : " — newer checkpoints unusable: " + resumed.skipped));
+  }
+  CheckpointSchedule schedule(config.checkpoint);
+  std::unique_ptr<AsyncCheckpointer> checkpointer;
+  if (rank == 0 && schedule.enabled()) {
+    checkpointer = std::make_unique<AsyncCheckpointer>(ckpt_root, config.checkpoint.keep);
+  }
+  auto last_save = Clock::now();
+
   std::unique_ptr<RunRecord> record;
   if (rank == 0 && options.write_records) {
-    TESSERA_ASSIGN_OR_RETURN(record, RunRecord::Create(run_dir));
+    TESSERA_ASSIGN_OR_RETURN(record, RunRecord::Create(run_dir, first_step > 1 ? first_step - 1 : -1));
     TESSERA_RETURN_IF_ERROR(record->WriteJson("config.json", config.ToJson()));
   }
 
@@ -184,7 +214,7 @@ Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOp
   ImageEval last_eval;
   bool have_eval = false;
   int64_t skipped = 0;
-  for (int64_t step = 1; step <= t.steps; ++step) {
+  for (int64_t step = first_step; step <= t.steps; ++step) {
     const auto s0 = Clock::now();
     model.ZeroGrad();
     std::vector<double> loss_sum(1, 0.0);
@@ -212,7 +242,7 @@ Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOp
     }
     const auto s1 = Clock::now();
     const double step_s = Seconds(s0, s1);
-    if (step > 1 || t.steps == 1) {
+    if (step > first_step || t.steps == first_step) {  // the first step warms caches up
       timed_s += step_s;
       timed_images += t.global_batch;
     }
@@ -223,6 +253,16 @@ Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOp
       TESSERA_RETURN_IF_ERROR(record->AppendMetrics(
           {{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm}, {"step_s", step_s},
            {"images_per_s", ips}}));
+    }
+    if (step == first_step && !resumed_from.empty() && record) {
+      TESSERA_RETURN_IF_ERROR(AppendEvent(run_dir, RecoveryEvent("disk", resumed_from, first_step - 1, RestartCount(),
+                                                                 record->last_step_before_resume())));
+    }
+    if (checkpointer && schedule.Due(step, first_step, Seconds(last_save, Clock::now()))) {
+      TESSERA_RETURN_IF_ERROR(
+          checkpointer->Save(step, static_cast<const graph::Module&>(model), opt, config.ToJson()));
+      schedule.Saved(checkpointer->last_snapshot_seconds());
+      last_save = Clock::now();
     }
     if (step == t.steps || (config.eval.every > 0 && step % config.eval.every == 0)) {
       TESSERA_ASSIGN_OR_RETURN(last_eval, Evaluate(config, world, model, dataset));
@@ -237,10 +277,17 @@ Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOp
       }
     }
   }
+  if (checkpointer) TESSERA_RETURN_IF_ERROR(checkpointer->Wait());
   if (progress) progress->Finish();
 
   TrainSummary s;
   s.steps = t.steps;
+  if (checkpointer) {
+    s.checkpoints = checkpointer->saves();
+    s.checkpoint_snapshot_s = checkpointer->snapshot_seconds();
+    s.checkpoint_write_s = checkpointer->write_seconds();
+    s.checkpoint_interval_s = schedule.interval_seconds();
+  }
   s.skipped_steps = skipped;
   s.final_loss = losses.back();
   const size_t tail = std::min<size_t>(10, losses.size());

@@ -198,36 +198,15 @@ Status Trainer::RunImpl(TrainSummary* summary) {
   std::string resumed_from;  // the checkpoint, when resumed
   TESSERA_ASSIGN_OR_RETURN(const std::string resume, EffectiveResume(config_.checkpoint, ckpt_root));
   if (!resume.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(std::vector<std::filesystem::path> candidates, ResumeCandidates(resume, ckpt_root));
-    std::optional<ResumedState> resumed;
-    std::filesystem::path dir;
-    std::string skipped, reasons;
-    StatusCode first_code = StatusCode::kOk;
-    for (const std::filesystem::path& candidate : candidates) {
-      StatusOr<ResumedState> r = LoadTrainerCheckpoint(candidate, *model_, opt);
-      if (r.ok()) {
-        resumed = *r;
-        dir = candidate;
-        break;
-      }
-      if (resume != "latest") return r.status();
-      TLOG(WARN, "checkpoint '{}' cannot be loaded: {}", candidate.string(), r.status().ToString());
-      if (first_code == StatusCode::kOk) first_code = r.status().code();
-      skipped += fmt::format("{}{}", skipped.empty() ? "" : ", ", candidate.filename().string());
-      reasons += fmt::format("\n  {}: {}", candidate.filename().string(), r.status().ToString());
-    }
-    if (!resumed) {
-      return Status(first_code, fmt::format("--resume latest: no usable checkpoint under '{}':{}", ckpt_root.string(),
-                                            reasons));
-    }
-    if (resumed->step >= t.steps) {
-      return InvalidArgument("checkpoint '{}' is at step {}, not before train.steps = {}: nothing left to train",
-                             dir.string(), resumed->step, t.steps);
-    }
-    first_step = resumed->step + 1;
-    resumed_from = dir.string();
-    progress.Message(fmt::format("resumed from {} (step {}){}", dir.string(), resumed->step,
-                                 skipped.empty() ? "" : " — newer checkpoints unusable: " + skipped));
+    TESSERA_ASSIGN_OR_RETURN(
+        ResumedRun resumed,
+        ResumeFromCheckpoints(resume, ckpt_root, t.steps, [&](const std::filesystem::path& dir) {
+          return LoadTrainerCheckpoint(dir, *model_, opt);
+        }));
+    first_step = resumed.state.step + 1;
+    resumed_from = resumed.dir.string();
+    progress.Message(fmt::format("resumed from {} (step {}){}", resumed_from, resumed.state.step,
+                                 resumed.skipped.empty() ? "" : " — newer checkpoints unusable: " + resumed.skipped));
   }
   std::unique_ptr<RunRecord> record;
   if (options_.write_records) {
