@@ -197,7 +197,7 @@ Status Calibrate(const CalibrateArgs& a) {
   hal::SetNumThreads(cores);
   std::string ccl;
   if (a.ccl_perf.empty()) {
-    const std::string args = size == SweepSize::kTiny ? "allreduce -b 1M -e 4M -f 2 -n 3 -w 1 -c 0"
+    const std::string args = size == SweepSize::kTiny ? "allreduce -b 1M -e 16M -f 4 -n 5 -w 2 -c 0"
                                                       : "allreduce -b 1K -e 4M -f 4 -n 30 -w 5 -c 0";
     TESSERA_ASSIGN_OR_RETURN(ccl, RunSelf(fmt::format("launch --nproc {} -- '{{bin}}' ccl-perf {}", c.link_ranks, args)));
     c.link_source = fmt::format("tessera launch --nproc {} -- tessera ccl-perf {}", c.link_ranks, args);
