@@ -22,7 +22,6 @@
 
 #include "tessera/base/float16.h"
 #include "tessera/ops/matmul/gemm.h"
-#include "tessera/ops/matmul/gemm_kernels.h"
 #include "tessera/ops/matmul/matmul.h"
 #include "tessera/tensor/rng.h"
 
@@ -107,8 +106,9 @@ void BM_Gemm(benchmark::State& state, Shape s, int threads, Impl impl) {
   omp_set_num_threads(saved);
   state.counters["GFLOPs"] =
       benchmark::Counter(2.0 * s.m * s.n * s.k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  const tessera::ops::gemm::KernelSet& ks = tessera::ops::gemm::ActiveKernelSet();
-  state.SetLabel(impl == Impl::kOneDnn ? "onednn" : (std::is_same_v<T, float> ? ks.f32_name : ks.bf16_name));
+  state.SetLabel(impl == Impl::kOneDnn ? "onednn"
+                                       : (std::is_same_v<T, float> ? tessera::ops::GemmKernelName()
+                                                                   : tessera::ops::GemmBf16KernelName()));
 }
 
 // MatMul on tensors, forward or forward+backward (3 GEMMs), including the

@@ -20,6 +20,7 @@
 #include "tessera/ops/conv/conv.h"
 #include "tessera/ops/matmul/gemm.h"
 #include "tessera/tensor/rng.h"
+#include "tessera/tile/gemm.h"
 
 namespace tessera::cli {
 namespace {
@@ -75,36 +76,67 @@ struct GemmArgs {
   bool trans_a = false, trans_b = false;
 };
 
+// The tile configuration the GEMM runs with (tuned, cached or default).
+template <typename TA, typename TB, typename TC>
+std::string ChosenConfigName(const GemmArgs& a, const TA* x, int64_t lda, const TB* y, int64_t ldb, TC* c) {
+  tile::GemmArgs<TA, TB, TC> g;
+  g.trans_a = a.trans_a;
+  g.trans_b = a.trans_b;
+  g.m = a.m;
+  g.n = a.n;
+  g.k = a.k;
+  g.a = x;
+  g.lda = lda;
+  g.b = y;
+  g.ldb = ldb;
+  g.c = c;
+  g.ldc = a.n;
+  return tile::ChosenConfig(g).ToString();
+}
+
 Status RunGemm(const GemmArgs& a) {
   ApplyThreads(a.common);
   if (a.m < 1 || a.n < 1 || a.k < 1) return InvalidArgument("bench gemm: --m, --n, --k must be >= 1");
   const int64_t lda = a.trans_a ? a.m : a.k, ldb = a.trans_b ? a.k : a.n;
-  std::vector<float> c(static_cast<size_t>(a.m * a.n), 0.0f);
+  std::vector<float> c;
+  std::vector<int32_t> ci;
   std::function<void()> call;
   std::vector<float> af, bf;
   std::vector<bf16> ah, bh;
+  std::vector<uint8_t> au;
+  std::vector<int8_t> bs;
   Tensor noise = Tensor::Empty({std::max(a.m, a.n) * a.k});
   FillUniform(noise, 1, -1.0f, 1.0f);
   const float* src = noise.data<float>();
+  std::string config;
   if (a.dtype == "f32") {
+    c.assign(static_cast<size_t>(a.m * a.n), 0.0f);
     af.assign(src, src + a.m * a.k);
     bf.assign(src, src + a.k * a.n);
     call = [&] { ops::GemmF32(a.trans_a, a.trans_b, a.m, a.n, a.k, 1.0f, af.data(), lda, bf.data(), ldb, 0.0f,
                               c.data(), a.n); };
+    config = ChosenConfigName(a, af.data(), lda, bf.data(), ldb, c.data());
   } else if (a.dtype == "bf16") {
+    c.assign(static_cast<size_t>(a.m * a.n), 0.0f);
     for (int64_t i = 0; i < a.m * a.k; ++i) ah.push_back(bf16(src[i]));
     for (int64_t i = 0; i < a.k * a.n; ++i) bh.push_back(bf16(src[i]));
     call = [&] { ops::GemmBF16F32(a.trans_a, a.trans_b, a.m, a.n, a.k, 1.0f, ah.data(), lda, bh.data(), ldb, 0.0f,
                                   c.data(), a.n); };
+    config = ChosenConfigName(a, ah.data(), lda, bh.data(), ldb, c.data());
+  } else if (a.dtype == "int8") {  // u8 x s8 -> s32
+    ci.assign(static_cast<size_t>(a.m * a.n), 0);
+    for (int64_t i = 0; i < a.m * a.k; ++i) au.push_back(static_cast<uint8_t>(127.5f * (src[i] + 1.0f)));
+    for (int64_t i = 0; i < a.k * a.n; ++i) bs.push_back(static_cast<int8_t>(127.0f * src[i]));
+    call = [&] { ops::GemmU8S8S32(a.trans_a, a.trans_b, a.m, a.n, a.k, au.data(), lda, bs.data(), ldb, false,
+                                  ci.data(), a.n); };
+    config = ChosenConfigName(a, au.data(), lda, bs.data(), ldb, ci.data());
   } else {
-    return InvalidArgument("bench gemm: --dtype '{}' is not available (f32, bf16; int8 GEMM is not built yet)",
-                           a.dtype);
+    return InvalidArgument("bench gemm: --dtype '{}' is not one of f32, bf16, int8", a.dtype);
   }
   Timing t = TimeCalls(call, a.common.repeats, a.common.min_ms);
   Report(fmt::format("gemm {} m={} n={} k={}{}{}", a.dtype, a.m, a.n, a.k, a.trans_a ? " A^T" : "",
                      a.trans_b ? " B^T" : ""),
-         a.dtype == "f32" ? ops::GemmKernelName() : std::string(ops::GemmKernelName()) + " (bf16 path)",
-         2.0 * a.m * a.n * a.k, t);
+         config, 2.0 * a.m * a.n * a.k, t);
   return Status::Ok();
 }
 
@@ -172,7 +204,8 @@ void RegisterBenchCommand(CLI::App& app) {
   gemm->add_option("--m", g->m, "rows of C");
   gemm->add_option("--n", g->n, "columns of C");
   gemm->add_option("--k", g->k, "the reduction length");
-  gemm->add_option("--dtype", g->dtype, "f32 | bf16 (bf16 inputs, fp32 accumulation and output)");
+  gemm->add_option("--dtype", g->dtype,
+                   "f32 | bf16 (bf16 inputs, fp32 accumulation and output) | int8 (u8 x s8 -> s32)");
   gemm->add_flag("--trans-a", g->trans_a, "A stored [k, m]");
   gemm->add_flag("--trans-b", g->trans_b, "B stored [n, k]");
   AddCommon(gemm, &g->common);

@@ -88,7 +88,9 @@ nlohmann::json InfoJson(const hal::PeakInfo& peak) {
   j["cpu"] = {{"vendor", f.vendor},     {"model_name", f.model_name}, {"family", f.family},
               {"model", f.model},       {"stepping", f.stepping},     {"features", f.Names()}};
   j["threads"] = hal::NumThreads();
-  j["kernels"] = {{"gemm", ops::GemmKernelName()}};
+  j["kernels"] = {{"gemm", ops::GemmKernelName()},
+                  {"gemm_bf16", ops::GemmBf16KernelName()},
+                  {"gemm_int8", ops::GemmInt8KernelName()}};
   j["peak"] = {{"cpu_model", peak.cpu_model},
                {"threads", peak.threads},
                {"fp32_isa", peak.fp32_isa},
@@ -143,7 +145,8 @@ std::string InfoText(const hal::PeakInfo& peak) {
                      f.stepping);
   out += fmt::format("isa:      {}\n", f.ToString());
   out += fmt::format("threads:  {} (TESSERA_NUM_THREADS; 0 = one per core)\n", hal::NumThreads());
-  out += fmt::format("kernels:  gemm {}\n", ops::GemmKernelName());
+  out += fmt::format("kernels:  gemm {} / {} / {}\n", ops::GemmKernelName(), ops::GemmBf16KernelName(),
+                     ops::GemmInt8KernelName());
   out += "peak:\n" + Indent(peak.ToString(), "  ");
   out += fmt::format("  {}\n", kMfuNote);
   out += "knobs:\n" + base::DescribeKnobs();

@@ -2,6 +2,7 @@
 // std::exp) and optimized kernels (vectorized exp-based tanh/sigmoid,
 // chunked over threads).
 #include "tessera/ops/activation/activation.h"
+#include "tessera/ops/activation/activation_rows.h"
 
 #include <algorithm>
 #include <cmath>
@@ -272,5 +273,9 @@ SwiGluGrads SwiGluBackward(const Tensor& grad_out, const Tensor& gate_in, const 
   });
   return grads;
 }
+
+void GeluRowF32(const float* x, float* y, int64_t n) { GeluF32(x, y, n); }
+void SiluRowF32(const float* x, float* y, int64_t n) { SiluF32(x, y, n); }
+void ReluRowF32(const float* x, float* y, int64_t n) { ReluF32(x, y, n); }
 
 }  // namespace tessera::ops

@@ -14,8 +14,8 @@
 
 #include "tessera/base/error.h"
 #include "tessera/ops/common/impl.h"
-#include "tessera/ops/matmul/gemm_driver.h"
 #include "tessera/ops/matmul/matmul_internal.h"
+#include "tessera/tile/gemm.h"
 
 namespace tessera::ops {
 namespace {
@@ -182,9 +182,9 @@ struct RoundContext {
   int64_t offset, ldc;
 };
 
-void RoundBlock(void* ctx, const float* block, int64_t ld, int64_t row, int64_t rows, int64_t col, int64_t cols) {
+void RoundBlock(void* ctx, const void* block, int64_t ld, int64_t row, int64_t rows, int64_t col, int64_t cols) {
   auto* rc = static_cast<const RoundContext*>(ctx);
-  rc->res->Round(block, ld, rc->offset, rc->ldc, row, rows, col, cols);
+  rc->res->Round(static_cast<const float*>(block), ld, rc->offset, rc->ldc, row, rows, col, cols);
 }
 
 // Operands are validated and ld >= their row length by construction, so the
@@ -192,18 +192,34 @@ void RoundBlock(void* ctx, const float* block, int64_t ld, int64_t row, int64_t 
 void Gemm(const Operand& x, int64_t xi, const Operand& y, int64_t yi, int64_t m, int64_t n, int64_t k, float beta,
           const Dest& dest) {
   RoundContext ctx{&dest.res, dest.offset, dest.ldc};
-  gemm::RowEpilogue epilogue{&RoundBlock, &ctx};
+  const tile::Epilogue epilogue{&RoundBlock, &ctx};
   const bool round = dest.final && dest.res.needs_rounding();
   const bool bf16_inputs = x.dtype == DType::kBF16;
+  const tile::GemmType type = bf16_inputs ? tile::GemmType::kBf16F32 : tile::GemmType::kF32;
   // Rounded outputs of one-K-block GEMMs never touch an fp32 C.
-  float* c = round && beta == 0.0f && gemm::FitsOneKBlock(k, bf16_inputs) ? nullptr : dest.res.data() + dest.offset;
-  const gemm::RowEpilogue* epi = round ? &epilogue : nullptr;
-  if (!bf16_inputs) {
-    gemm::RunF32(x.trans, y.trans, m, n, k, 1.0f, static_cast<const float*>(x.hold.raw_data()) + x.Offset(xi), x.ld,
-                 static_cast<const float*>(y.hold.raw_data()) + y.Offset(yi), y.ld, beta, c, dest.ldc, epi);
+  float* c = round && beta == 0.0f && tile::FitsOneKBlock(type, k) ? nullptr : dest.res.data() + dest.offset;
+  auto run = [&](auto* type_tag) {
+    using T = std::remove_pointer_t<decltype(type_tag)>;
+    tile::GemmArgs<T, T, float> g;
+    g.trans_a = x.trans;
+    g.trans_b = y.trans;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.a = static_cast<const T*>(x.hold.raw_data()) + x.Offset(xi);
+    g.lda = x.ld;
+    g.b = static_cast<const T*>(y.hold.raw_data()) + y.Offset(yi);
+    g.ldb = y.ld;
+    g.beta = beta;
+    g.c = c;
+    g.ldc = dest.ldc;
+    g.epilogue = round ? &epilogue : nullptr;
+    tile::Gemm(g);
+  };
+  if (bf16_inputs) {
+    run(static_cast<bf16*>(nullptr));
   } else {
-    gemm::RunBf16(x.trans, y.trans, m, n, k, 1.0f, static_cast<const bf16*>(x.hold.raw_data()) + x.Offset(xi), x.ld,
-                  static_cast<const bf16*>(y.hold.raw_data()) + y.Offset(yi), y.ld, beta, c, dest.ldc, epi);
+    run(static_cast<float*>(nullptr));
   }
 }
 
@@ -233,7 +249,10 @@ bool RunGemms(const Operand& x, const Operand& y, int64_t batch, int64_t m, int6
   int64_t macs = m * n * k;
   if (batch > 1 && macs < kSmallGemmMacs && macs * batch >= kSmallGemmMacs && !omp_in_parallel()) {
     // Allocate the fp32 scratch (if any GEMM needs it) before the threads start.
-    if (!out.needs_rounding() || !gemm::FitsOneKBlock(k, x.dtype == DType::kBF16)) out.data();
+    if (!out.needs_rounding() ||
+        !tile::FitsOneKBlock(x.dtype == DType::kBF16 ? tile::GemmType::kBf16F32 : tile::GemmType::kF32, k)) {
+      out.data();
+    }
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < batch; ++i) Gemm(x, i, y, i, m, n, k, 0.0f, {out, i * m * n, n, true});
     return true;

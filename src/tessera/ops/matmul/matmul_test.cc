@@ -8,15 +8,16 @@
 #include <vector>
 
 #include <gmock/gmock.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "tessera/base/error.h"
 #include "tessera/ops/common/impl.h"
 #include "tessera/ops/matmul/gemm.h"
-#include "tessera/ops/matmul/gemm_kernels.h"
 #include "tessera/ops/matmul/matmul.h"
 #include "tessera/ops/testing/parity.h"
 #include "tessera/tensor/rng.h"
+#include "tessera/tile/kernels.h"
 
 namespace tessera::ops {
 namespace {
@@ -110,44 +111,41 @@ TEST(Gemm, BF16MatchesOracle) {
   for (const GemmCase& g : Cases()) CheckGemm<bf16>(g, 2e-6);
 }
 
-// Runs `body` under every kernel table this CPU can execute, plus variants
-// with tiny blocks (every blocking loop, odd K blocks and edge tile taken)
-// and, on AVX-512, bf16 converted through fp32 instead of VDPBF16PS.
+// Runs `body` with each tile kernel of `type` this CPU can execute as the
+// default (every ISA and register tile, bf16 both native and through fp32),
+// plus copies of the first with tiny blocks (every blocking loop, odd K
+// blocks and edge tiles taken).
 template <typename F>
-void ForEachKernelSet(F&& body) {
-  std::vector<std::pair<std::string, gemm::KernelSet>> sets;
-  sets.push_back({"active", gemm::ActiveKernelSet()});
-  sets.push_back({"avx2", *gemm::Avx2KernelSet()});
-  if (const gemm::KernelSet* avx512 = gemm::Avx512KernelSet()) {
-    gemm::KernelSet via_f32 = *avx512;
-    via_f32.bf16_rows = via_f32.bf16_pairs = nullptr;
-    sets.push_back({"avx512 bf16 via fp32", via_f32});
+void ForEachKernel(tile::GemmType type, F&& body) {
+  std::vector<tile::KernelInfo> kernels;
+  for (const tile::KernelInfo* k : tile::AllKernels()) {
+    if (k->type == type && k->supported()) kernels.push_back(*k);
   }
-  size_t real_sets = sets.size();
-  for (size_t i = 0; i < real_sets; ++i) {
-    gemm::KernelSet tiny = sets[i].second;
-    tiny.mc = 2 * tiny.mr;
-    tiny.nc = 2 * tiny.nr;
-    tiny.kc_f32 = 13;
-    tiny.kc_bf16 = 17;
-    sets.push_back({sets[i].first + " tiny blocks", tiny});
-  }
-  for (auto& [name, set] : sets) {
-    SCOPED_TRACE(name);
-    gemm::SetKernelSetForTesting(&set);
+  ASSERT_FALSE(kernels.empty());
+  tile::KernelInfo tiny = kernels.front();
+  tiny.mc = 2 * tiny.mr;
+  tiny.nc = 2 * tiny.nr;
+  tiny.kc = tiny.group == 1 ? 13 : 17;
+  kernels.push_back(tiny);
+  for (const tile::KernelInfo& k : kernels) {
+    SCOPED_TRACE(fmt::format("{} mc {} nc {} kc {}", k.name, k.mc, k.nc, k.kc));
+    tile::SetDefaultKernelForTesting(type, &k);
     body();
-    gemm::SetKernelSetForTesting(nullptr);
+    tile::SetDefaultKernelForTesting(type, nullptr);
   }
 }
 
-TEST(Gemm, EveryKernelSetMatchesOracle) {
-  ForEachKernelSet([] {
+TEST(Gemm, EveryKernelMatchesOracle) {
+  ForEachKernel(tile::GemmType::kF32, [] {
     for (const GemmCase& g : Cases()) {
-      if (g.m * g.n * g.k > 5'000'000) continue;
-      CheckGemm<float>(g, 2e-6);
-      CheckGemm<bf16>(g, 2e-6);
+      if (g.m * g.n * g.k <= 5'000'000) CheckGemm<float>(g, 2e-6);
     }
     CheckGemm<float>({false, true, 300, 260, 200, 1, 1.0f, 0.5f}, 2e-6);  // threaded
+  });
+  ForEachKernel(tile::GemmType::kBf16F32, [] {
+    for (const GemmCase& g : Cases()) {
+      if (g.m * g.n * g.k <= 5'000'000) CheckGemm<bf16>(g, 2e-6);
+    }
     CheckGemm<bf16>({true, false, 300, 260, 201, 1, 1.0f, 0.0f}, 2e-6);
   });
 }

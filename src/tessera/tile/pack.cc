@@ -1,5 +1,5 @@
-// Panel packing for the GEMM driver (see gemm_pack.h).
-#include "tessera/ops/matmul/gemm_pack.h"
+// Panel packing for tile GEMMs (see pack.h).
+#include "tessera/tile/pack.h"
 
 #include <immintrin.h>
 
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <type_traits>
 
-namespace tessera::ops::gemm {
+namespace tessera::tile {
 namespace {
 
 // Source rows copied into every panel before moving on: enough to reuse
@@ -185,7 +185,115 @@ void InterleaveRows(const bf16* r0, const bf16* r1, int n, bf16* out) {
   }
 }
 
+// Interleaves n bytes of four rows into (r0[x], r1[x], r2[x], r3[x]) quads.
+void InterleaveRows4(const uint8_t* r0, const uint8_t* r1, const uint8_t* r2, const uint8_t* r3, int n,
+                     uint8_t* out) {
+  int x = 0;
+  for (; x + 16 <= n; x += 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + x));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + x));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r2 + x));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r3 + x));
+    const __m128i ab_lo = _mm_unpacklo_epi8(a, b), ab_hi = _mm_unpackhi_epi8(a, b);
+    const __m128i cd_lo = _mm_unpacklo_epi8(c, d), cd_hi = _mm_unpackhi_epi8(c, d);
+    auto* o = reinterpret_cast<__m128i*>(out + 4 * x);
+    _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(ab_lo, cd_lo));
+    _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(ab_lo, cd_lo));
+    _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(ab_hi, cd_hi));
+    _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(ab_hi, cd_hi));
+  }
+  for (; x < n; ++x) {
+    out[4 * x] = r0[x];
+    out[4 * x + 1] = r1[x];
+    out[4 * x + 2] = r2[x];
+    out[4 * x + 3] = r3[x];
+  }
+}
+
+// Integer k-group panels, element by element (partial groups, widening,
+// strided sources).
+template <typename S, typename P>
+void PackGroupsGeneric(const S* src, int64_t sx, int64_t sp, int64_t xs, int64_t q0, int64_t kc, int w, int g,
+                       P* out) {
+  const int64_t groups = (kc + g - 1) / g;
+  const int64_t panel = groups * g * w;
+  for (int64_t x0 = 0, pi = 0; x0 < xs; x0 += w, ++pi) {
+    const int xv = static_cast<int>(xs - x0 < w ? xs - x0 : w);
+    const S* s = src + x0 * sx;
+    for (int64_t q = q0; q < groups; ++q) {
+      P* o = out + pi * panel + q * g * w;
+      const int rows = static_cast<int>(kc - q * g < g ? kc - q * g : g);
+      for (int r = 0; r < rows; ++r) {
+        const S* row = s + (q * g + r) * sp;
+        if (sx == 1) {
+          for (int x = 0; x < xv; ++x) o[g * x + r] = static_cast<P>(row[x]);
+        } else {
+          for (int x = 0; x < xv; ++x) o[g * x + r] = static_cast<P>(row[x * sx]);
+        }
+      }
+      for (int r = rows; r < g; ++r) {
+        for (int x = 0; x < xv; ++x) o[g * x + r] = P{0};
+      }
+    }
+    if (xv < w) {  // zero columns of the last panel
+      for (int64_t q = q0; q < groups; ++q) {
+        std::memset(static_cast<void*>(out + pi * panel + q * g * w + g * xv), 0, sizeof(P) * g * (w - xv));
+      }
+    }
+  }
+}
+
+// Integer k-group panels. Bytes in groups of 4 (the VPDPBUSD layout) take
+// two fast paths over their full groups: contiguous k (a row-major A, a
+// transposed B) is a 32-bit transpose, contiguous x (a row-major B) a 4-way
+// byte interleave; the rest goes element by element.
+template <typename S, typename P>
+void PackGroups(const S* src, int64_t sx, int64_t sp, int64_t xs, int64_t kc, int w, int g, P* out) {
+  if constexpr (sizeof(S) == 1 && sizeof(P) == 1) {
+    if (g == 4 && (sp == 1 || sx == 1)) {
+      const int64_t full = kc / 4;
+      const int64_t panel = (kc + 3) / 4 * 4 * w;
+      for (int64_t x0 = 0, pi = 0; x0 < xs; x0 += w, ++pi) {
+        const int xv = static_cast<int>(xs - x0 < w ? xs - x0 : w);
+        P* o = out + pi * panel;
+        const S* s = src + x0 * sx;
+        if (sp == 1) {
+          TransposePanel32(reinterpret_cast<const char*>(s), sx, xv, full, w, reinterpret_cast<float*>(o));
+        } else {
+          for (int64_t q = 0; q < full; ++q) {
+            const auto* r0 = reinterpret_cast<const uint8_t*>(s + 4 * q * sp);
+            InterleaveRows4(r0, r0 + sp, r0 + 2 * sp, r0 + 3 * sp, xv, reinterpret_cast<uint8_t*>(o + q * 4 * w));
+          }
+        }
+        if (xv < w) {
+          for (int64_t q = 0; q < full; ++q) std::memset(o + q * 4 * w + 4 * xv, 0, 4 * (w - xv));
+        }
+      }
+      if (full * 4 < kc) PackGroupsGeneric(src, sx, sp, xs, full, kc, w, g, out);
+      return;
+    }
+  }
+  PackGroupsGeneric(src, sx, sp, xs, 0, kc, w, g, out);
+}
+
 }  // namespace
+
+void PackPanelsGroups(const uint8_t* src, int64_t sx, int64_t sp, int64_t xs, int64_t kc, int w, int group,
+                      uint8_t* out) {
+  PackGroups(src, sx, sp, xs, kc, w, group, out);
+}
+void PackPanelsGroups(const int8_t* src, int64_t sx, int64_t sp, int64_t xs, int64_t kc, int w, int group,
+                      int8_t* out) {
+  PackGroups(src, sx, sp, xs, kc, w, group, out);
+}
+void PackPanelsGroups(const uint8_t* src, int64_t sx, int64_t sp, int64_t xs, int64_t kc, int w, int group,
+                      int16_t* out) {
+  PackGroups(src, sx, sp, xs, kc, w, group, out);
+}
+void PackPanelsGroups(const int8_t* src, int64_t sx, int64_t sp, int64_t xs, int64_t kc, int w, int group,
+                      int16_t* out) {
+  PackGroups(src, sx, sp, xs, kc, w, group, out);
+}
 
 void PackPanelsF32(const float* src, int64_t sx, int64_t sp, int64_t xs, int64_t kc, int w, float* out) {
   PackF32(src, sx, sp, xs, kc, w, out);
@@ -246,4 +354,4 @@ void PackPanelsPairs(const bf16* src, int64_t sx, int64_t sp, int64_t xs, int64_
   }
 }
 
-}  // namespace tessera::ops::gemm
+}  // namespace tessera::tile
