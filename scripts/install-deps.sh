@@ -12,7 +12,7 @@ PACKAGES=(
   iproute2
   python3 python3-dev python3-numpy python3-torch libtorch-dev pybind11-dev python3-matplotlib
   openmpi-bin libopenmpi-dev libgloo-dev
-  libopenblas0-pthread
+  libopenblas0-pthread libblis4-openmp
 )
 
 missing=()
