@@ -7,9 +7,11 @@
 //   TESSERA_TUNE_CACHE  the cache file; default $XDG_CACHE_HOME/tessera/
 //                       tune.json or ~/.cache/tessera/tune.json
 // Entries are keyed by shape class (GEMM type, transposes, M/N/K rounded to
-// the nearest power of two, thread count) and the CPU (its brand string and
-// ISA features), so a cache copied to another machine is not misread. The
-// file is JSON ({"version": 1, "gemm": {key: entry}}), written atomically
+// the nearest power of two, thread count; or a convolution's geometry) and
+// the CPU (its brand string and ISA features), so a cache copied to another
+// machine is not misread. The file is JSON, one object per section
+// ({"version": 1, "gemm": {key: entry}, "conv": {key: entry}}; the GEMM
+// tuner owns "gemm", ops/conv's algorithm choice "conv"), written atomically
 // (temporary file + rename) after merging what other processes wrote; an
 // unreadable or malformed cache is ignored with a warning, never fatal.
 // Thread-safe.
@@ -58,9 +60,16 @@ class TuneCache {
   // The process-wide cache at TuneCachePath() (loaded on first use).
   static TuneCache& Get();
 
+  // The "gemm" section, typed.
   std::optional<TunedGemm> Find(const std::string& shape_key);
   // Records the winner in memory and in the file.
   void Put(const std::string& shape_key, const TunedGemm& tuned);
+
+  // Any section, as JSON: the entry of shape_key on this CPU, if present.
+  std::optional<nlohmann::json> FindEntry(const std::string& section, const std::string& shape_key);
+  // Records an entry in memory and in the file (merged with what other
+  // processes wrote, replaced atomically).
+  void PutEntry(const std::string& section, const std::string& shape_key, const nlohmann::json& entry);
   // Forgets what was loaded (tests: after changing TESSERA_TUNE_CACHE).
   void Reset();
 
@@ -71,7 +80,7 @@ class TuneCache {
   std::mutex mu_;
   bool loaded_ = false;
   std::string path_;
-  nlohmann::json entries_ = nlohmann::json::object();
+  nlohmann::json sections_ = nlohmann::json::object();  // section -> {full key: entry}
 };
 
 }  // namespace tessera::tile

@@ -1,5 +1,5 @@
-// ops::Conv2d / Conv2dBackward: argument checks, the algorithm choice and
-// the dispatch to the kernels of conv_{direct,im2col,gemm1x1,depthwise}.cc.
+// ops::Conv2d / Conv2dBackward: argument checks, the algorithm resolution
+// (forced, or kAuto: conv_tune.h) and the run (conv_algos.h).
 #include "tessera/ops/conv/conv.h"
 
 #include <fmt/format.h>
@@ -7,20 +7,28 @@
 #include "tessera/base/error.h"
 #include "tessera/base/logging.h"
 #include "tessera/ops/common/impl.h"
+#include "tessera/ops/conv/conv_algos.h"
 #include "tessera/ops/conv/conv_internal.h"
-#include "tessera/ops/conv/winograd.h"
+#include "tessera/ops/conv/conv_tune.h"
 
 namespace tessera::ops {
 
-const char* Conv2dAlgoName(Conv2dAlgo algo) {
+const char *Conv2dAlgoName(Conv2dAlgo algo) {
   switch (algo) {
-    case Conv2dAlgo::kAuto: return "auto";
-    case Conv2dAlgo::kDirect: return "direct";
-    case Conv2dAlgo::kIm2col: return "im2col";
-    case Conv2dAlgo::kGemm1x1: return "gemm1x1";
-    case Conv2dAlgo::kDepthwise: return "depthwise";
-    case Conv2dAlgo::kWinograd2x2: return "winograd2x2";
-    case Conv2dAlgo::kWinograd4x4: return "winograd4x4";
+  case Conv2dAlgo::kAuto:
+    return "auto";
+  case Conv2dAlgo::kDirect:
+    return "direct";
+  case Conv2dAlgo::kIm2col:
+    return "im2col";
+  case Conv2dAlgo::kGemm1x1:
+    return "gemm1x1";
+  case Conv2dAlgo::kDepthwise:
+    return "depthwise";
+  case Conv2dAlgo::kWinograd2x2:
+    return "winograd2x2";
+  case Conv2dAlgo::kWinograd4x4:
+    return "winograd4x4";
   }
   return "unknown";
 }
@@ -29,31 +37,33 @@ namespace {
 
 using conv::ConvGeom;
 
-// Problems below this many multiply-adds run the direct loops under kAuto
-// (packing and GEMM set-up cost more than they save).
-constexpr double kDirectMaxMacs = 1 << 13;
-// kAuto takes Winograd F(4x4,3x3) for 3x3 stride-1 layers with at least
-// this many input and output channels (below it the transforms outweigh
-// the saved multiplies; measured with `tessera bench conv`, docs/conv.md).
-constexpr int64_t kWinogradMinChannels = 8;
-
-std::string Describe(const Shape& x, const Shape& w, const Conv2dOptions& o) {
-  return fmt::format("x {} ({}), w {}, stride ({}, {}), pad ({}, {}), dilation ({}, {}), groups {}", ShapeString(x),
-                     ImageLayoutName(o.layout), ShapeString(w), o.stride_h, o.stride_w, o.pad_h, o.pad_w,
-                     o.dilation_h, o.dilation_w, o.groups);
+std::string Describe(const Shape &x, const Shape &w, const Conv2dOptions &o) {
+  return fmt::format("x {} ({}), w {}, stride ({}, {}), pad ({}, {}), dilation "
+                     "({}, {}), groups {}",
+                     ShapeString(x), ImageLayoutName(o.layout), ShapeString(w),
+                     o.stride_h, o.stride_w, o.pad_h, o.pad_w, o.dilation_h,
+                     o.dilation_w, o.groups);
 }
 
-ConvGeom MakeGeom(const Shape& xs, const Shape& ws, const Conv2dOptions& o) {
+ConvGeom MakeGeom(const Shape &xs, const Shape &ws, const Conv2dOptions &o) {
   TESSERA_OP_CHECK(xs.size() == 4, "conv2d: x must be 4-d ({}), got {}",
-                   o.layout == ImageLayout::kNCHW ? "[N, C, H, W] for NCHW" : "[N, H, W, C] for NHWC",
+                   o.layout == ImageLayout::kNCHW ? "[N, C, H, W] for NCHW"
+                                                  : "[N, H, W, C] for NHWC",
                    ShapeString(xs));
-  TESSERA_OP_CHECK(ws.size() == 4, "conv2d: w must be 4-d [K, C/groups, R, S], got {}", ShapeString(ws));
-  TESSERA_OP_CHECK(o.stride_h >= 1 && o.stride_w >= 1, "conv2d: stride must be >= 1, got ({}, {})", o.stride_h,
+  TESSERA_OP_CHECK(ws.size() == 4,
+                   "conv2d: w must be 4-d [K, C/groups, R, S], got {}",
+                   ShapeString(ws));
+  TESSERA_OP_CHECK(o.stride_h >= 1 && o.stride_w >= 1,
+                   "conv2d: stride must be >= 1, got ({}, {})", o.stride_h,
                    o.stride_w);
-  TESSERA_OP_CHECK(o.dilation_h >= 1 && o.dilation_w >= 1, "conv2d: dilation must be >= 1, got ({}, {})",
-                   o.dilation_h, o.dilation_w);
-  TESSERA_OP_CHECK(o.pad_h >= 0 && o.pad_w >= 0, "conv2d: padding must be >= 0, got ({}, {})", o.pad_h, o.pad_w);
-  TESSERA_OP_CHECK(o.groups >= 1, "conv2d: groups must be >= 1, got {}", o.groups);
+  TESSERA_OP_CHECK(o.dilation_h >= 1 && o.dilation_w >= 1,
+                   "conv2d: dilation must be >= 1, got ({}, {})", o.dilation_h,
+                   o.dilation_w);
+  TESSERA_OP_CHECK(o.pad_h >= 0 && o.pad_w >= 0,
+                   "conv2d: padding must be >= 0, got ({}, {})", o.pad_h,
+                   o.pad_w);
+  TESSERA_OP_CHECK(o.groups >= 1, "conv2d: groups must be >= 1, got {}",
+                   o.groups);
   ConvGeom g{};
   g.layout = o.layout;
   g.N = xs[0];
@@ -64,110 +74,108 @@ ConvGeom MakeGeom(const Shape& xs, const Shape& ws, const Conv2dOptions& o) {
   }
   g.K = ws[0], g.R = ws[2], g.S = ws[3];
   g.G = o.groups;
-  g.sh = o.stride_h, g.sw = o.stride_w, g.ph = o.pad_h, g.pw = o.pad_w, g.dh = o.dilation_h, g.dw = o.dilation_w;
-  TESSERA_OP_CHECK(g.C > 0 && g.K > 0 && g.R > 0 && g.S > 0, "conv2d: empty channels or filters: {}",
+  g.sh = o.stride_h, g.sw = o.stride_w, g.ph = o.pad_h, g.pw = o.pad_w,
+  g.dh = o.dilation_h, g.dw = o.dilation_w;
+  TESSERA_OP_CHECK(g.C > 0 && g.K > 0 && g.R > 0 && g.S > 0,
+                   "conv2d: empty channels or filters: {}",
                    Describe(xs, ws, o));
-  TESSERA_OP_CHECK(g.C % g.G == 0 && g.K % g.G == 0, "conv2d: groups {} must divide C = {} and K = {}: {}", g.G, g.C,
-                   g.K, Describe(xs, ws, o));
+  TESSERA_OP_CHECK(g.C % g.G == 0 && g.K % g.G == 0,
+                   "conv2d: groups {} must divide C = {} and K = {}: {}", g.G,
+                   g.C, g.K, Describe(xs, ws, o));
   g.Cg = g.C / g.G;
   g.Kg = g.K / g.G;
-  TESSERA_OP_CHECK(ws[1] == g.Cg, "conv2d: w must be [K, C/groups, R, S] = [{}, {}, R, S], got {}: {}", g.K, g.Cg,
-                   ShapeString(ws), Describe(xs, ws, o));
+  TESSERA_OP_CHECK(
+      ws[1] == g.Cg,
+      "conv2d: w must be [K, C/groups, R, S] = [{}, {}, R, S], got {}: {}", g.K,
+      g.Cg, ShapeString(ws), Describe(xs, ws, o));
   g.P = WindowOutputSize(g.H, g.R, g.sh, g.ph, g.dh);
   g.Q = WindowOutputSize(g.W, g.S, g.sw, g.pw, g.dw);
-  TESSERA_OP_CHECK(g.N > 0 && g.P > 0 && g.Q > 0, "conv2d: empty output [N, P, Q] = [{}, {}, {}]: {}", g.N, g.P, g.Q,
-                   Describe(xs, ws, o));
+  TESSERA_OP_CHECK(g.N > 0 && g.P > 0 && g.Q > 0,
+                   "conv2d: empty output [N, P, Q] = [{}, {}, {}]: {}", g.N,
+                   g.P, g.Q, Describe(xs, ws, o));
   return g;
-}
-
-winograd::Tile WinogradTile(Conv2dAlgo algo) {
-  return algo == Conv2dAlgo::kWinograd2x2 ? winograd::Tile::kF2x2 : winograd::Tile::kF4x4;
-}
-
-Conv2dAlgo AutoAlgo(const ConvGeom& g) {
-  if (g.is_depthwise()) return Conv2dAlgo::kDepthwise;
-  if (g.is_1x1()) return Conv2dAlgo::kGemm1x1;
-  if (g.flops() / 2 < kDirectMaxMacs) return Conv2dAlgo::kDirect;
-  if (g.is_winograd_shape() && g.C >= kWinogradMinChannels && g.K >= kWinogradMinChannels) {
-    return Conv2dAlgo::kWinograd4x4;
-  }
-  return Conv2dAlgo::kIm2col;
 }
 
 // The algorithm that runs: the forced one (checked against the shape) or
 // AutoAlgo's choice. Throws for one that does not apply.
-Conv2dAlgo Resolve(const ConvGeom& g, Conv2dAlgo algo, const Shape& xs, const Shape& ws, const Conv2dOptions& o) {
+Conv2dAlgo Resolve(const ConvGeom &g, Conv2dAlgo algo, const Shape &xs,
+                   const Shape &ws, const Conv2dOptions &o) {
+  if (algo == Conv2dAlgo::kAuto)
+    return conv::AutoAlgo(g);
+  if (conv::Applies(algo, g))
+    return algo;
   switch (algo) {
-    case Conv2dAlgo::kAuto: return AutoAlgo(g);
-    case Conv2dAlgo::kDirect:
-    case Conv2dAlgo::kIm2col: return algo;
-    case Conv2dAlgo::kGemm1x1:
-      TESSERA_OP_CHECK(g.is_1x1(), "conv2d: algorithm gemm1x1 needs a 1x1 filter, stride 1 and no padding: {}",
-                       Describe(xs, ws, o));
-      return algo;
-    case Conv2dAlgo::kDepthwise:
-      TESSERA_OP_CHECK(g.is_depthwise(), "conv2d: algorithm depthwise needs groups == C > 1: {}", Describe(xs, ws, o));
-      return algo;
-    case Conv2dAlgo::kWinograd2x2:
-    case Conv2dAlgo::kWinograd4x4:
-      TESSERA_OP_CHECK(g.is_winograd_shape(),
-                       "conv2d: algorithm {} needs a 3x3 filter, stride 1, dilation 1, groups 1 and padding <= 2: {}",
-                       Conv2dAlgoName(algo), Describe(xs, ws, o));
-      return algo;
+  case Conv2dAlgo::kGemm1x1:
+    throw OpError(fmt::format("conv2d: algorithm gemm1x1 needs a 1x1 filter, "
+                              "stride 1 and no padding: {}",
+                              Describe(xs, ws, o)));
+  case Conv2dAlgo::kDepthwise:
+    throw OpError(
+        fmt::format("conv2d: algorithm depthwise needs groups == C > 1: {}",
+                    Describe(xs, ws, o)));
+  case Conv2dAlgo::kWinograd2x2:
+  case Conv2dAlgo::kWinograd4x4:
+    throw OpError(fmt::format("conv2d: algorithm {} needs a 3x3 filter, stride "
+                              "1, dilation 1, groups 1 and padding <= 2: {}",
+                              Conv2dAlgoName(algo), Describe(xs, ws, o)));
+  default:
+    throw OpError("conv2d: unknown algorithm");
   }
-  throw OpError("conv2d: unknown algorithm");
 }
 
-void CheckF32(const Tensor& t, const char* what) {
-  TESSERA_OP_CHECK(t.dtype() == DType::kF32, "conv2d: {} must be float32, got {} {}", what, DTypeName(t.dtype()),
-                   ShapeString(t.shape()));
+void CheckF32(const Tensor &t, const char *what) {
+  TESSERA_OP_CHECK(t.dtype() == DType::kF32,
+                   "conv2d: {} must be float32, got {} {}", what,
+                   DTypeName(t.dtype()), ShapeString(t.shape()));
 }
 
-Shape OutputShape(const ConvGeom& g) {
+Shape OutputShape(const ConvGeom &g) {
   return g.nchw() ? Shape{g.N, g.K, g.P, g.Q} : Shape{g.N, g.P, g.Q, g.K};
 }
 
-}  // namespace
+} // namespace
 
-Conv2dAlgo ChooseConv2dAlgo(const Shape& x_shape, const Shape& w_shape, const Conv2dOptions& options) {
-  return AutoAlgo(MakeGeom(x_shape, w_shape, options));
+Conv2dAlgo ChooseConv2dAlgo(const Shape &x_shape, const Shape &w_shape,
+                            const Conv2dOptions &options) {
+  return conv::AutoAlgo(MakeGeom(x_shape, w_shape, options));
 }
 
-Tensor Conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& options) {
-  TESSERA_OP_CHECK(x.defined() && w.defined(), "conv2d: x and w must be defined");
+Tensor Conv2d(const Tensor &x, const Tensor &w, const Tensor &bias,
+              const Conv2dOptions &options) {
+  TESSERA_OP_CHECK(x.defined() && w.defined(),
+                   "conv2d: x and w must be defined");
   CheckF32(x, "x");
   CheckF32(w, "w");
   const ConvGeom g = MakeGeom(x.shape(), w.shape(), options);
   if (bias.defined()) {
     CheckF32(bias, "bias");
-    TESSERA_OP_CHECK(bias.dim() == 1 && bias.size(0) == g.K, "conv2d: bias must be [K] = [{}], got {}", g.K,
+    TESSERA_OP_CHECK(bias.dim() == 1 && bias.size(0) == g.K,
+                     "conv2d: bias must be [K] = [{}], got {}", g.K,
                      ShapeString(bias.shape()));
   }
-  Conv2dAlgo algo = Resolve(g, options.algo, x.shape(), w.shape(), options);
-  if (UseReference()) algo = Conv2dAlgo::kDirect;
-  TLOG(DEBUG, "conv2d: {} for {}", Conv2dAlgoName(algo), Describe(x.shape(), w.shape(), options));
+  // Under the reference every call runs the direct loops (a forced
+  // algorithm is still checked against the shape).
+  Conv2dAlgo algo = Conv2dAlgo::kDirect;
+  if (!UseReference() || options.algo != Conv2dAlgo::kAuto)
+    algo = Resolve(g, options.algo, x.shape(), w.shape(), options);
+  if (UseReference())
+    algo = Conv2dAlgo::kDirect;
+  TLOG(DEBUG, "conv2d: {} for {}", Conv2dAlgoName(algo),
+       Describe(x.shape(), w.shape(), options));
 
   const Tensor xc = x.Contiguous(), wc = w.Contiguous();
   const Tensor bc = bias.defined() ? bias.Contiguous() : Tensor();
-  const float* xp = xc.data<float>();
-  const float* wp = wc.data<float>();
-  const float* bp = bc.defined() ? bc.data<float>() : nullptr;
+  const float *xp = xc.data<float>();
+  const float *wp = wc.data<float>();
+  const float *bp = bc.defined() ? bc.data<float>() : nullptr;
   Tensor y = Tensor::Empty(OutputShape(g));
-  float* yp = y.data<float>();
-  switch (algo) {
-    case Conv2dAlgo::kIm2col: conv::Im2colForward(g, xp, wp, bp, yp); break;
-    case Conv2dAlgo::kGemm1x1: conv::Gemm1x1Forward(g, xp, wp, bp, yp); break;
-    case Conv2dAlgo::kDepthwise: conv::DepthwiseForward(g, xp, wp, bp, yp); break;
-    case Conv2dAlgo::kWinograd2x2:
-    case Conv2dAlgo::kWinograd4x4:
-      winograd::Conv3x3Forward(WinogradTile(algo), g.layout, xp, g.N, g.C, g.H, g.W, wp, g.K, g.ph, g.pw, bp, yp);
-      break;
-    default: conv::DirectForward(g, xp, wp, bp, yp); break;
-  }
+  float *yp = y.data<float>();
+  conv::RunForward(algo, g, xp, wp, bp, yp);
   return y;
 }
 
-Conv2dGrads Conv2dBackward(const Tensor& grad_y, const Tensor& x, const Tensor& w, const Conv2dOptions& options,
+Conv2dGrads Conv2dBackward(const Tensor &grad_y, const Tensor &x,
+                           const Tensor &w, const Conv2dOptions &options,
                            bool need_x, bool need_w, bool need_bias) {
   TESSERA_OP_CHECK(grad_y.defined() && x.defined() && w.defined(),
                    "conv2d backward: grad_y, x and w must be defined");
@@ -176,50 +184,36 @@ Conv2dGrads Conv2dBackward(const Tensor& grad_y, const Tensor& x, const Tensor& 
   CheckF32(w, "w");
   const ConvGeom g = MakeGeom(x.shape(), w.shape(), options);
   const Shape y_shape = OutputShape(g);
-  TESSERA_OP_CHECK(grad_y.shape() == y_shape, "conv2d backward: grad_y must be {} ({}), got {}: {}",
-                   ShapeString(y_shape), ImageLayoutName(options.layout), ShapeString(grad_y.shape()),
+  TESSERA_OP_CHECK(grad_y.shape() == y_shape,
+                   "conv2d backward: grad_y must be {} ({}), got {}: {}",
+                   ShapeString(y_shape), ImageLayoutName(options.layout),
+                   ShapeString(grad_y.shape()),
                    Describe(x.shape(), w.shape(), options));
-  Conv2dAlgo algo = Resolve(g, options.algo, x.shape(), w.shape(), options);
-  if (UseReference()) algo = Conv2dAlgo::kDirect;
-  TLOG(DEBUG, "conv2d backward: {} for {} (grad x {}, w {}, bias {})", Conv2dAlgoName(algo),
-       Describe(x.shape(), w.shape(), options), need_x, need_w, need_bias);
+  // Under the reference every call runs the direct loops (a forced
+  // algorithm is still checked against the shape).
+  Conv2dAlgo algo = Conv2dAlgo::kDirect;
+  if (!UseReference() || options.algo != Conv2dAlgo::kAuto)
+    algo = Resolve(g, options.algo, x.shape(), w.shape(), options);
+  if (UseReference())
+    algo = Conv2dAlgo::kDirect;
+  TLOG(DEBUG, "conv2d backward: {} for {} (grad x {}, w {}, bias {})",
+       Conv2dAlgoName(algo), Describe(x.shape(), w.shape(), options), need_x,
+       need_w, need_bias);
 
   const Tensor gyc = grad_y.Contiguous();
-  const float* gyp = gyc.data<float>();
+  const float *gyp = gyc.data<float>();
   Conv2dGrads out;
   if (need_x) {
     const Tensor wc = w.Contiguous();
     out.grad_x = Tensor::Empty(x.shape());
-    float* gx = out.grad_x.data<float>();
-    switch (algo) {
-      case Conv2dAlgo::kIm2col: conv::Im2colBackwardX(g, gyp, wc.data<float>(), gx); break;
-      case Conv2dAlgo::kGemm1x1: conv::Gemm1x1BackwardX(g, gyp, wc.data<float>(), gx); break;
-      case Conv2dAlgo::kDepthwise: conv::DepthwiseBackwardX(g, gyp, wc.data<float>(), gx); break;
-      case Conv2dAlgo::kWinograd2x2:
-      case Conv2dAlgo::kWinograd4x4: {
-        // grad_x is the 3x3 convolution of grad_y (padded by 2 - pad) with
-        // the weights rotated by 180 degrees and K, C swapped (winograd.h).
-        float* w_rot = conv::ConvScratch(3, g.K * g.C * 9);
-        winograd::RotatedTransposedWeight(wc.data<float>(), g.K, g.C, w_rot);
-        winograd::Conv3x3Forward(WinogradTile(algo), g.layout, gyp, g.N, g.K, g.P, g.Q, w_rot, g.C, 2 - g.ph,
-                                 2 - g.pw, nullptr, gx);
-        break;
-      }
-      default: conv::DirectBackwardX(g, gyp, wc.data<float>(), gx); break;
-    }
+    float *gx = out.grad_x.data<float>();
+    conv::RunBackwardX(algo, g, gyp, wc.data<float>(), gx);
   }
   if (need_w) {
     const Tensor xc = x.Contiguous();
     out.grad_w = Tensor::Empty(w.shape());
-    float* gw = out.grad_w.data<float>();
-    switch (algo) {
-      case Conv2dAlgo::kIm2col:
-      case Conv2dAlgo::kWinograd2x2:  // the weight gradient is not a 3x3 forward: im2col
-      case Conv2dAlgo::kWinograd4x4: conv::Im2colBackwardW(g, gyp, xc.data<float>(), gw); break;
-      case Conv2dAlgo::kGemm1x1: conv::Gemm1x1BackwardW(g, gyp, xc.data<float>(), gw); break;
-      case Conv2dAlgo::kDepthwise: conv::DepthwiseBackwardW(g, gyp, xc.data<float>(), gw); break;
-      default: conv::DirectBackwardW(g, gyp, xc.data<float>(), gw); break;
-    }
+    float *gw = out.grad_w.data<float>();
+    conv::RunBackwardW(algo, g, gyp, xc.data<float>(), gw);
   }
   if (need_bias) {
     out.grad_bias = Tensor::Empty({g.K});
@@ -228,4 +222,4 @@ Conv2dGrads Conv2dBackward(const Tensor& grad_y, const Tensor& x, const Tensor& 
   return out;
 }
 
-}  // namespace tessera::ops
+} // namespace tessera::ops

@@ -9,7 +9,10 @@
 // depthwise (groups == C == K/multiplier), and Winograd F(2x2,3x3) /
 // F(4x4,3x3) for 3x3, stride-1, dilation-1, groups-1 layers with padding
 // <= 2 (ops/conv/winograd.h; its error bound: docs/winograd.md; grad_x too,
-// grad_w runs im2col). kAuto picks by shape: depthwise, 1x1 GEMM, direct
+// grad_w runs im2col). kAuto, under TESSERA_TUNE=1 (the default), times
+// the applicable algorithms on the first layer of a geometry class with
+// >= 2^22 multiply-adds and caches the fastest (conv_tune.h); otherwise,
+// and under TESSERA_TUNE=0, it picks by shape: depthwise, 1x1 GEMM, direct
 // for tiny problems, Winograd F(4x4,3x3) for 3x3 layers with >= 8 input
 // and output channels (measured faster down to 4 channels, docs/conv.md),
 // else im2col;
@@ -50,7 +53,8 @@ struct Conv2dGrads {
 Conv2dGrads Conv2dBackward(const Tensor& grad_y, const Tensor& x, const Tensor& w, const Conv2dOptions& options,
                            bool need_x = true, bool need_w = true, bool need_bias = false);
 
-// The algorithm kAuto would run for this problem (for logs, tests, benches).
+// The algorithm kAuto would run for this problem (for logs, tests, benches;
+// may run the tuner's search, as the first kAuto call would).
 Conv2dAlgo ChooseConv2dAlgo(const Shape& x_shape, const Shape& w_shape, const Conv2dOptions& options);
 
 }  // namespace tessera::ops
