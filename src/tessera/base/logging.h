@@ -14,6 +14,9 @@ namespace tessera::base {
 enum class LogLevel { kTrace = 0, kDebug, kInfo, kWarn, kError, kOff };
 
 LogLevel CurrentLogLevel();
+// TESSERA_DEBUG, else its alias TESSERA_LOG, parsed (WARN when unset or
+// unparsable); CurrentLogLevel reads it once.
+LogLevel LogLevelFromEnvironment();
 void SetLogLevel(LogLevel level);
 // Sets the rank shown in every line (-1: none).
 void SetLogRank(int rank);
