@@ -24,7 +24,7 @@ TEST(Logging, ParseLevel) {
   EXPECT_FALSE(ParseLogLevel("verbose", &level));
   EXPECT_FALSE(ParseLogLevel("", &level));
   EXPECT_FALSE(ParseLogLevel("INFO ", &level));
-  EXPECT_EQ(level, LogLevel::kError); // untouched on failure
+  EXPECT_EQ(level, LogLevel::kError);  // untouched on failure
 }
 
 TEST(Logging, LevelFiltersAndLineFormat) {
@@ -35,8 +35,7 @@ TEST(Logging, LevelFiltersAndLineFormat) {
   TLOG(INFO, "shown {} and {}", 2, "three");
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(err.find("hidden"), std::string::npos) << err;
-  EXPECT_NE(err.find("[tessera] INFO logging_test.cc:"), std::string::npos)
-      << err;
+  EXPECT_NE(err.find("[tessera] INFO logging_test.cc:"), std::string::npos) << err;
   EXPECT_NE(err.find("shown 2 and three"), std::string::npos) << err;
 
   SetLogRank(3);
@@ -54,16 +53,15 @@ TEST(Logging, LevelFiltersAndLineFormat) {
 }
 
 TEST(Logging, TesseraLogIsAnAliasOfTesseraDebug) {
-  const char *saved_debug = std::getenv("TESSERA_DEBUG");
-  const char *saved_log = std::getenv("TESSERA_LOG");
-  const std::string debug = saved_debug ? saved_debug : "",
-                    log = saved_log ? saved_log : "";
+  const char* saved_debug = std::getenv("TESSERA_DEBUG");
+  const char* saved_log = std::getenv("TESSERA_LOG");
+  const std::string debug = saved_debug ? saved_debug : "", log = saved_log ? saved_log : "";
   unsetenv("TESSERA_DEBUG");
   unsetenv("TESSERA_LOG");
   EXPECT_EQ(LogLevelFromEnvironment(), LogLevel::kWarn);
   setenv("TESSERA_LOG", "debug", 1);
   EXPECT_EQ(LogLevelFromEnvironment(), LogLevel::kDebug);
-  setenv("TESSERA_DEBUG", "ERROR", 1); // the primary name wins
+  setenv("TESSERA_DEBUG", "ERROR", 1);  // the primary name wins
   EXPECT_EQ(LogLevelFromEnvironment(), LogLevel::kError);
   unsetenv("TESSERA_DEBUG");
   setenv("TESSERA_LOG", "loud", 1);
@@ -87,5 +85,5 @@ TEST(Logging, EnabledFollowsLevel) {
   SetLogLevel(saved);
 }
 
-} // namespace
-} // namespace tessera::base
+}  // namespace
+}  // namespace tessera::base

@@ -24,15 +24,13 @@ using testing::Slurp;
 using testing::TuneScope;
 
 TEST(TuneKey, RoundsSizesToTheNearestPowerOfTwo) {
-  EXPECT_EQ(GemmShapeKey(GemmType::kF32, false, true, 4096, 2800, 1, 2),
-            "f32 nt m4096 n2048 k1 t2");
-  EXPECT_EQ(GemmShapeKey(GemmType::kU8S8S32, true, false, 2000, 3100, 700, 1),
-            "u8s8s32 tn m2048 n4096 k512 t1");
+  EXPECT_EQ(GemmShapeKey(GemmType::kF32, false, true, 4096, 2800, 1, 2), "f32 nt m4096 n2048 k1 t2");
+  EXPECT_EQ(GemmShapeKey(GemmType::kU8S8S32, true, false, 2000, 3100, 700, 1), "u8s8s32 tn m2048 n4096 k512 t1");
 }
 
 TEST(TuneCache, RoundTripsMergesAndIgnoresBadFiles) {
   TuneScope scope(TuneMode::kOn);
-  TuneCache &cache = TuneCache::Get();
+  TuneCache& cache = TuneCache::Get();
   EXPECT_FALSE(cache.Find("f32 nn m1 n1 k1 t1").has_value());
   TunedGemm t;
   t.kernel = DefaultKernel(GemmType::kF32).name;
@@ -74,14 +72,11 @@ TEST(TuneCache, RoundTripsMergesAndIgnoresBadFiles) {
 struct Problem {
   std::vector<float> a, b, c;
   F32Args args;
-  explicit Problem(int64_t m, int64_t n, int64_t k)
-      : a(m * k), b(k * n), c(m * n) {
+  explicit Problem(int64_t m, int64_t n, int64_t k) : a(m * k), b(k * n), c(m * n) {
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> d(-1, 1);
-    for (float &v : a)
-      v = d(rng);
-    for (float &v : b)
-      v = d(rng);
+    for (float& v : a) v = d(rng);
+    for (float& v : b) v = d(rng);
     args.m = m;
     args.n = n;
     args.k = k;
@@ -95,14 +90,13 @@ struct Problem {
 };
 
 TEST(TunedGemm, MissIsSearchedStoredAndReusedWithTheSameBits) {
-  Problem p(256, 320, 256); // >= 2^24 multiply-adds: worth a search
+  Problem p(256, 320, 256);  // >= 2^24 multiply-adds: worth a search
   std::vector<float> untuned;
   {
     TuneScope off(TuneMode::kOff);
     Gemm(p.args);
     untuned = p.c;
-    EXPECT_FALSE(
-        std::filesystem::exists(off.path())); // nothing written when off
+    EXPECT_FALSE(std::filesystem::exists(off.path()));  // nothing written when off
   }
   TuneScope scope(TuneMode::kOn);
   std::fill(p.c.begin(), p.c.end(), 0.0f);
@@ -115,8 +109,7 @@ TEST(TunedGemm, MissIsSearchedStoredAndReusedWithTheSameBits) {
   ASSERT_NE(FindKernel(entry.at("kernel").get<std::string>()), nullptr);
   EXPECT_GT(entry.at("gflops").get<double>(), 0);
   // The winner is never slower than the default on the problem it timed.
-  EXPECT_GE(entry.at("gflops").get<double>(),
-            entry.at("default_gflops").get<double>());
+  EXPECT_GE(entry.at("gflops").get<double>(), entry.at("default_gflops").get<double>());
   // A hit: the stored configuration comes back (edit it to see that it is
   // used). (The edited M block is a multiple of the stored kernel's rows, which
   // need not be the default kernel's: otherwise the entry is invalid.)
@@ -133,11 +126,9 @@ TEST(TunedGemm, MissIsSearchedStoredAndReusedWithTheSameBits) {
   edited["gemm"].begin().value()["kernel"] = "f32_gemm_99x99_nonesuch";
   std::ofstream(scope.path()) << edited.dump();
   TuneCache::Get().Reset();
-  EXPECT_NE(std::string(ChosenConfig(p.args).kernel->name),
-            "f32_gemm_99x99_nonesuch");
+  EXPECT_NE(std::string(ChosenConfig(p.args).kernel->name), "f32_gemm_99x99_nonesuch");
   const nlohmann::json retuned = nlohmann::json::parse(Slurp(scope.path()));
-  EXPECT_NE(retuned.at("gemm").begin().value().at("kernel"),
-            "f32_gemm_99x99_nonesuch");
+  EXPECT_NE(retuned.at("gemm").begin().value().at("kernel"), "f32_gemm_99x99_nonesuch");
 }
 
 TEST(TunedGemm, SmallGemmsUseTheDefaultsAndForceRetunes) {
@@ -145,7 +136,7 @@ TEST(TunedGemm, SmallGemmsUseTheDefaultsAndForceRetunes) {
   TuneScope scope(TuneMode::kOn);
   const GemmConfig c = ChosenConfig(small.args);
   EXPECT_EQ(c.kernel, &DefaultKernel(GemmType::kF32));
-  EXPECT_FALSE(std::filesystem::exists(scope.path())); // too small to search
+  EXPECT_FALSE(std::filesystem::exists(scope.path()));  // too small to search
   Problem big(300, 256, 256);
   TunedGemm planted;
   planted.kernel = DefaultKernel(GemmType::kF32).name;
@@ -153,16 +144,13 @@ TEST(TunedGemm, SmallGemmsUseTheDefaultsAndForceRetunes) {
   planted.nc = DefaultKernel(GemmType::kF32).nr;
   planted.tm = 1;
   planted.tn = GemmThreads(300, 256, 256);
-  TuneCache::Get().Put(
-      GemmShapeKey(GemmType::kF32, false, false, 300, 256, 256, planted.tn),
-      planted);
-  EXPECT_EQ(ChosenConfig(big.args).mc, planted.mc); // on: the cached entry
+  TuneCache::Get().Put(GemmShapeKey(GemmType::kF32, false, false, 300, 256, 256, planted.tn), planted);
+  EXPECT_EQ(ChosenConfig(big.args).mc, planted.mc);  // on: the cached entry
   SetTuneModeOverride(TuneMode::kForce);
-  ChosenConfig(
-      big.args); // force: searched again, the entry replaced by a measured one
+  ChosenConfig(big.args);  // force: searched again, the entry replaced by a measured one
   const nlohmann::json file = nlohmann::json::parse(Slurp(scope.path()));
   EXPECT_GT(file.at("gemm").begin().value().at("gflops").get<double>(), 0);
 }
 
-} // namespace
-} // namespace tessera::tile
+}  // namespace
+}  // namespace tessera::tile

@@ -59,9 +59,9 @@ void SetDefaultKernelForTesting(GemmType type, const KernelInfo* kernel);
 // under the ISA's target attribute.
 #define TESSERA_TILE_KERNEL(name, target, Op, MR, NR)                                  \
   [[maybe_unused]] target __attribute__((flatten)) void name##_rows(const TileArgs& t) { \
-    GemmTile<Op, MR, NR, true>(t);                                                     \
+    GemmTile<Op, MR, NR, ALayout::kRows>(t);                                           \
   }                                                                                    \
-  target __attribute__((flatten)) void name##_packed(const TileArgs& t) { GemmTile<Op, MR, NR, false>(t); }
+  target __attribute__((flatten)) void name##_packed(const TileArgs& t) { GemmTile<Op, MR, NR, ALayout::kPacked>(t); }
 
 template <size_t N>
 std::vector<const KernelInfo*> TableOf(const KernelInfo (&table)[N]) {

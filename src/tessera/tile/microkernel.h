@@ -11,9 +11,11 @@
 //   B   a panel of ceil(kc/G) groups, group q at b + q*ldb, NR columns of
 //       G consecutive k each (zero-padded): Bp[q*ldb + G*j + s] = B(Gq+s, j);
 //       ldb = G*NR packed, B's row pitch when a fp32 B is read in place
-//   A   kRowsA: A(i, p) = a[i*lda + p] (row-major A read in place; a
-//       partial last group is read without overrunning the row);
-//       packed: A(i, Gq + s) = a[q*G*MR + G*i + s] (zero-padded)
+//   A   ALayout::kRows: A(i, p) = a[i*lda + p] (row-major A read in
+//       place; a partial last group is read without overrunning the row);
+//       ALayout::kCols (G == 1): A(i, p) = a[p*lda + i] (a transposed A
+//       read in place); ALayout::kPacked: A(i, Gq + s) = a[q*G*MR + G*i + s]
+//       (zero-padded)
 // The contract of every instantiated kernel: a pure function of its
 // arguments, safe from any thread.
 #pragma once
@@ -24,6 +26,8 @@
 #include "tessera/tile/vec.h"
 
 namespace tessera::tile {
+
+enum class ALayout { kPacked, kRows, kCols };
 
 struct TileArgs {
   int64_t kc;
@@ -41,8 +45,8 @@ using TileKernel = void (*)(const TileArgs&);
 
 // Stores the valid corner of a fp32 fragment.
 template <class Tr, int MR, int NV>
-TESSERA_INLINE void StoreFragment(typename Tr::VF (&acc)[MR][NV], float* c, int64_t ldc, int mv, int nv,
-                                  float alpha, float beta) {
+TESSERA_INLINE void StoreFragment(typename Tr::VF (&acc)[MR][NV], float* c, int64_t ldc, int mv, int nv, float alpha,
+                                  float beta) {
   constexpr int L = Tr::kLanes;
   const typename Tr::VF va = Tr::Set1(alpha), vb = Tr::Set1(beta);
   if (mv == MR && nv == NV * L) {
@@ -110,7 +114,7 @@ TESSERA_INLINE void PrefetchC(const Out* c, int64_t ldc) {
   }
 }
 
-template <class Op, int MR, int NR, bool kRowsA>
+template <class Op, int MR, int NR, ALayout kA>
 TESSERA_INLINE void GemmTile(const TileArgs& t) {
   using Tr = typename Op::Traits;
   using PA = typename Op::PA;
@@ -134,9 +138,11 @@ TESSERA_INLINE void GemmTile(const TileArgs& t) {
   const PB* b = static_cast<const PB*>(t.b);
   // Rows are reached from a base every 3 rows ({0,1,2} * step is an
   // addressing mode), so no row needs a register of its own.
-  const int64_t row_step = kRowsA ? t.lda : G;
-  const int64_t group_step = kRowsA ? G : static_cast<int64_t>(G) * MR;
-  const int64_t groups = kRowsA ? t.kc / G : (t.kc + G - 1) / G;
+  static_assert(kA != ALayout::kCols || G == 1, "a transposed A is read in place only one k at a time");
+  constexpr bool kRowsA = kA == ALayout::kRows;
+  const int64_t row_step = kRowsA ? t.lda : kA == ALayout::kCols ? 1 : G;
+  const int64_t group_step = kRowsA ? G : kA == ALayout::kCols ? t.lda : static_cast<int64_t>(G) * MR;
+  const int64_t groups = kA != ALayout::kPacked ? t.kc / G : (t.kc + G - 1) / G;
   constexpr int kBases = (MR + 2) / 3;
   const PA* base[kBases];
 #pragma GCC unroll 16

@@ -15,7 +15,7 @@
 
 namespace tessera::tile::testing {
 
-inline std::string Slurp(const std::string &path) {
+inline std::string Slurp(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
   s << in.rdbuf();
@@ -23,11 +23,10 @@ inline std::string Slurp(const std::string &path) {
 }
 
 class TuneScope {
-public:
+ public:
   explicit TuneScope(TuneMode mode) {
     dir_ = std::filesystem::temp_directory_path() /
-           ("tessera-tune-" + std::to_string(::getpid()) + "-" +
-            std::to_string(counter_++));
+           ("tessera-tune-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
     std::filesystem::remove_all(dir_);
     path_ = (dir_ / "sub" / "tune.json").string();
     SetTuneCachePathOverride(path_);
@@ -38,14 +37,14 @@ public:
     SetTuneCachePathOverride("");
     std::filesystem::remove_all(dir_);
   }
-  TuneScope(const TuneScope &) = delete;
-  TuneScope &operator=(const TuneScope &) = delete;
-  const std::string &path() const { return path_; }
+  TuneScope(const TuneScope&) = delete;
+  TuneScope& operator=(const TuneScope&) = delete;
+  const std::string& path() const { return path_; }
 
-private:
+ private:
   static inline int counter_ = 0;
   std::filesystem::path dir_;
   std::string path_;
 };
 
-} // namespace tessera::tile::testing
+}  // namespace tessera::tile::testing

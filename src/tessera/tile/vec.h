@@ -2,7 +2,8 @@
 // (Avx512, Avx2, Portable) giving its fp32 and int32 vector types, lane
 // count and the handful of operations a tile kernel is written with —
 // zero, broadcast, load/store (whole or the first n lanes), FMA, add,
-// multiply, a 32-bit broadcast of a k-group of narrow elements, prefetch.
+// subtract, multiply, max, horizontal sum, a 32-bit broadcast of a k-group
+// of narrow elements, prefetch.
 // Every member carries its ISA's target attribute, so a kernel template
 // written once against `Tr::` compiles for each ISA inside one function
 // that has the same attribute (see microkernel.h); the rest of the build
@@ -51,9 +52,7 @@ struct Avx512 {
   TESSERA_TARGET_AVX512 static inline VF ZeroF() { return _mm512_setzero_ps(); }
   TESSERA_TARGET_AVX512 static inline VI ZeroI() { return _mm512_setzero_si512(); }
   TESSERA_TARGET_AVX512 static inline VF Set1(float x) { return _mm512_set1_ps(x); }
-  TESSERA_TARGET_AVX512 static inline VI Set1Word(uint32_t w) {
-    return _mm512_set1_epi32(static_cast<int>(w));
-  }
+  TESSERA_TARGET_AVX512 static inline VI Set1Word(uint32_t w) { return _mm512_set1_epi32(static_cast<int>(w)); }
   TESSERA_TARGET_AVX512 static inline VF BroadcastF(const float* p) { return _mm512_set1_ps(*p); }
   TESSERA_TARGET_AVX512 static inline VF LoadF(const float* p) { return _mm512_loadu_ps(p); }
   TESSERA_TARGET_AVX512 static inline VI LoadI(const void* p) { return _mm512_loadu_si512(p); }
@@ -62,20 +61,18 @@ struct Avx512 {
   TESSERA_TARGET_AVX512 static inline __mmask16 Mask(int n) {
     return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
   }
-  TESSERA_TARGET_AVX512 static inline VF LoadFN(const float* p, int n) {
-    return _mm512_maskz_loadu_ps(Mask(n), p);
-  }
-  TESSERA_TARGET_AVX512 static inline void StoreFN(float* p, VF v, int n) {
-    _mm512_mask_storeu_ps(p, Mask(n), v);
-  }
+  TESSERA_TARGET_AVX512 static inline VF LoadFN(const float* p, int n) { return _mm512_maskz_loadu_ps(Mask(n), p); }
+  TESSERA_TARGET_AVX512 static inline void StoreFN(float* p, VF v, int n) { _mm512_mask_storeu_ps(p, Mask(n), v); }
   TESSERA_TARGET_AVX512 static inline VI LoadIN(const int32_t* p, int n) {
     return _mm512_maskz_loadu_epi32(Mask(n), p);
   }
-  TESSERA_TARGET_AVX512 static inline void StoreIN(int32_t* p, VI v, int n) {
-    _mm512_mask_storeu_epi32(p, Mask(n), v);
-  }
+  TESSERA_TARGET_AVX512 static inline void StoreIN(int32_t* p, VI v, int n) { _mm512_mask_storeu_epi32(p, Mask(n), v); }
   TESSERA_TARGET_AVX512 static inline VF Fma(VF a, VF b, VF c) { return _mm512_fmadd_ps(a, b, c); }
   TESSERA_TARGET_AVX512 static inline VF Mul(VF a, VF b) { return _mm512_mul_ps(a, b); }
+  TESSERA_TARGET_AVX512 static inline VF Add(VF a, VF b) { return _mm512_add_ps(a, b); }
+  TESSERA_TARGET_AVX512 static inline VF Sub(VF a, VF b) { return _mm512_sub_ps(a, b); }
+  TESSERA_TARGET_AVX512 static inline VF Max(VF a, VF b) { return _mm512_max_ps(a, b); }
+  TESSERA_TARGET_AVX512 static inline float ReduceAdd(VF x) { return _mm512_reduce_add_ps(x); }
   TESSERA_TARGET_AVX512 static inline VI AddI(VI a, VI b) { return _mm512_add_epi32(a, b); }
   static TESSERA_INLINE void Prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
 };
@@ -90,9 +87,7 @@ struct Avx2 {
   TESSERA_TARGET_AVX2 static inline VF ZeroF() { return _mm256_setzero_ps(); }
   TESSERA_TARGET_AVX2 static inline VI ZeroI() { return _mm256_setzero_si256(); }
   TESSERA_TARGET_AVX2 static inline VF Set1(float x) { return _mm256_set1_ps(x); }
-  TESSERA_TARGET_AVX2 static inline VI Set1Word(uint32_t w) {
-    return _mm256_set1_epi32(static_cast<int>(w));
-  }
+  TESSERA_TARGET_AVX2 static inline VI Set1Word(uint32_t w) { return _mm256_set1_epi32(static_cast<int>(w)); }
   TESSERA_TARGET_AVX2 static inline VF BroadcastF(const float* p) { return _mm256_broadcast_ss(p); }
   TESSERA_TARGET_AVX2 static inline VF LoadF(const float* p) { return _mm256_loadu_ps(p); }
   TESSERA_TARGET_AVX2 static inline VI LoadI(const void* p) {
@@ -125,6 +120,14 @@ struct Avx2 {
   }
   TESSERA_TARGET_AVX2 static inline VF Fma(VF a, VF b, VF c) { return _mm256_fmadd_ps(a, b, c); }
   TESSERA_TARGET_AVX2 static inline VF Mul(VF a, VF b) { return _mm256_mul_ps(a, b); }
+  TESSERA_TARGET_AVX2 static inline VF Add(VF a, VF b) { return _mm256_add_ps(a, b); }
+  TESSERA_TARGET_AVX2 static inline VF Sub(VF a, VF b) { return _mm256_sub_ps(a, b); }
+  TESSERA_TARGET_AVX2 static inline VF Max(VF a, VF b) { return _mm256_max_ps(a, b); }
+  TESSERA_TARGET_AVX2 static inline float ReduceAdd(VF x) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+  }
   TESSERA_TARGET_AVX2 static inline VI AddI(VI a, VI b) { return _mm256_add_epi32(a, b); }
   static TESSERA_INLINE void Prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
 };
@@ -183,6 +186,14 @@ struct Portable {
     return r;
   }
   static TESSERA_INLINE VF Mul(VF a, VF b) { return a * b; }
+  static TESSERA_INLINE VF Add(VF a, VF b) { return a + b; }
+  static TESSERA_INLINE VF Sub(VF a, VF b) { return a - b; }
+  static TESSERA_INLINE VF Max(VF a, VF b) {  // as MAXPS: b when either is NaN
+    VF r;
+    for (int j = 0; j < 4; ++j) r[j] = a[j] > b[j] ? a[j] : b[j];
+    return r;
+  }
+  static TESSERA_INLINE float ReduceAdd(VF x) { return (x[0] + x[2]) + (x[1] + x[3]); }
   static TESSERA_INLINE VI AddI(VI a, VI b) { return a + b; }
   static TESSERA_INLINE void Prefetch(const void* p) { __builtin_prefetch(p); }
 };
