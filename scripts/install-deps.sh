@@ -8,7 +8,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libomp-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
-  libhwloc-dev hwloc-nox libxxhash-dev libzstd-dev libssl-dev
+  libhwloc-dev hwloc-nox libxxhash-dev libzstd-dev libssl-dev libpng-dev
   iproute2
   python3 python3-dev python3-numpy python3-torch libtorch-dev pybind11-dev python3-matplotlib
   openmpi-bin libopenmpi-dev libgloo-dev

@@ -8,9 +8,12 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tessera/base/error.h"
 #include "tessera/data/image_dataset.h"
+#include "tessera/data/image_folder.h"
+#include "tessera/data/image_source.h"
 #include "tessera/graph/functional.h"
 #include "tessera/graph/tape.h"
 #include "tessera/hal/device.h"
@@ -96,17 +99,18 @@ struct ImageEval {
 };
 
 StatusOr<ImageEval> Evaluate(const TrainConfig& config, comm::Communicator* world, models::ResNet& model,
-                             const data::SyntheticImages& data) {
+                             const data::ImageSource& data) {
   TESSERA_RETURN_IF_ERROR(BroadcastBuffers(world, model));
   graph::NoGradGuard no_grad;
   model.SetTraining(false);
   const int ranks = world ? world->size() : 1, rank = world ? world->rank() : 0;
-  const int64_t total = config.eval.samples;
+  // A finite held-out split is evaluated at most once per sample.
+  const int64_t total = data.eval_size() > 0 ? std::min(config.eval.samples, data.eval_size()) : config.eval.samples;
   const int64_t begin = total * rank / ranks, end = total * (rank + 1) / ranks;
   std::vector<double> sums(3, 0.0);  // loss sum, correct, samples
   for (int64_t first = begin; first < end; first += config.eval.batch) {
     const int64_t b = std::min(config.eval.batch, end - first);
-    data::ImageBatch batch = data.EvalBatch(first, b);
+    TESSERA_ASSIGN_OR_RETURN(data::ImageBatch batch, data.EvalBatch(first, b));
     Tensor logits = model.Forward(batch.images);
     sums[0] += graph::CrossEntropy(logits, batch.labels).Item() * static_cast<double>(b);
     sums[1] += static_cast<double>(data::SyntheticImages::CountCorrect(logits, batch.labels));
@@ -121,6 +125,41 @@ StatusOr<ImageEval> Evaluate(const TrainConfig& config, comm::Communicator* worl
   return e;
 }
 
+// data.kind = "synthetic_images" or "image_folder" (data/image_source.h).
+StatusOr<std::unique_ptr<data::ImageSource>> OpenImageSource(const TrainConfig& config) {
+  const DataOptions& c = config.data;
+  if (c.kind == "image_folder") {
+    data::ImageFolderOptions o;
+    o.root = c.path.front();
+    o.eval_root = c.eval_path;
+    o.eval_every = c.eval_every;
+    o.channels = config.resnet.in_channels;
+    o.height = o.width = c.image_size;
+    o.layout = config.resnet.layout;
+    o.seed = static_cast<uint64_t>(config.train.seed) * 7919 + 31;
+    o.cache_mb = c.cache_mb;
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<data::ImageFolder> folder, data::ImageFolder::Open(o));
+    if (folder->num_classes() != config.resnet.num_classes) {
+      const auto& names = folder->classes();
+      const size_t shown = std::min<size_t>(names.size(), 8);
+      return InvalidArgument("data.path '{}' has {} classes ({}{}) but model.resnet.num_classes = {}", o.root,
+                             names.size(), fmt::join(names.begin(), names.begin() + shown, ", "),
+                             shown < names.size() ? ", ..." : "", config.resnet.num_classes);
+    }
+    return std::unique_ptr<data::ImageSource>(std::move(folder));
+  }
+  data::SyntheticImagesOptions d;
+  d.num_classes = config.resnet.num_classes;
+  d.channels = config.resnet.in_channels;
+  d.height = d.width = c.image_size;
+  d.max_shift = c.image_shift;
+  d.noise = static_cast<float>(c.image_noise);
+  d.seed = static_cast<uint64_t>(config.train.seed) * 7919 + 31;
+  d.layout = config.resnet.layout;
+  TESSERA_ASSIGN_OR_RETURN(data::SyntheticImages images, data::SyntheticImages::Create(d));
+  return data::MakeSyntheticSource(std::move(images));
+}
+
 Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOptions& options,
            TrainSummary* summary) {
   const TrainOptions& t = config.train;
@@ -131,15 +170,9 @@ Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOp
   }
   if (t.threads > 0) hal::SetNumThreads(static_cast<int>(t.threads));
   PinKernelThreads(options);
-  data::SyntheticImagesOptions d;
-  d.num_classes = config.resnet.num_classes;
-  d.channels = config.resnet.in_channels;
-  d.height = d.width = config.data.image_size;
-  d.max_shift = config.data.image_shift;
-  d.noise = static_cast<float>(config.data.image_noise);
-  d.seed = static_cast<uint64_t>(config.train.seed) * 7919 + 31;
-  d.layout = config.resnet.layout;
-  TESSERA_ASSIGN_OR_RETURN(data::SyntheticImages dataset, data::SyntheticImages::Create(d));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<data::ImageSource> source, OpenImageSource(config));
+  const data::ImageSource& dataset = *source;
+  const int64_t image_size = config.data.image_size;
 
   models::ResNet model(config.resnet);
   model.InitParameters(config.model.seed);
@@ -157,7 +190,7 @@ Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOp
 
   const int64_t per_rank = t.global_batch / ranks;
   const int64_t accum = per_rank / t.micro_batch;
-  const double flops_per_image = 3.0 * model.ForwardFlopsPerImage(d.height, d.width);
+  const double flops_per_image = 3.0 * model.ForwardFlopsPerImage(image_size, image_size);
   const double peak_flops = ranks > 1 ? JobPeakFlops("fp32", ranks) : hal::MachinePeak().FlopsFor("fp32");
   FILE* out = rank == 0 ? options.out : nullptr;
   std::unique_ptr<Progress> progress;
@@ -165,11 +198,10 @@ Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOp
   auto message = [&](const std::string& line) {
     if (progress) progress->Message(line);
   };
-  message(fmt::format("tessera train '{}': {}, {} params, {}x{} synthetic images of {} classes, {} steps x {} "
-                      "images on {} rank{}, {} threads per rank, {:.2f} GFLOP per training image",
-                      config.name, config.resnet.Describe(), model.NumParameters(), d.height, d.width, d.num_classes,
-                      t.steps, t.global_batch, ranks, ranks == 1 ? "" : "s", hal::NumThreads(),
-                      flops_per_image / 1e9));
+  message(fmt::format("tessera train '{}': {}, {} params, {}, {} steps x {} images on {} rank{}, {} threads per "
+                      "rank, {:.2f} GFLOP per training image",
+                      config.name, config.resnet.Describe(), model.NumParameters(), dataset.Describe(), t.steps,
+                      t.global_batch, ranks, ranks == 1 ? "" : "s", hal::NumThreads(), flops_per_image / 1e9));
   const std::string run_dir = t.out_dir + "/" + config.name;
 
   // Checkpoints (train/checkpointing.h). Every rank loads the same
@@ -220,7 +252,7 @@ Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOp
     std::vector<double> loss_sum(1, 0.0);
     for (int64_t micro = 0; micro < accum; ++micro) {
       const int64_t first = (step - 1) * t.global_batch + rank * per_rank + micro * t.micro_batch;
-      data::ImageBatch batch = dataset.TrainBatch(first, t.micro_batch);
+      TESSERA_ASSIGN_OR_RETURN(data::ImageBatch batch, dataset.TrainBatch(first, t.micro_batch));
       Tensor loss = graph::CrossEntropy(model.Forward(batch.images), batch.labels);
       loss_sum[0] += loss.Item();
       graph::Backward(loss, Tensor::Scalar(1.0 / static_cast<double>(accum)));
@@ -294,7 +326,7 @@ Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOp
   for (size_t i = losses.size() - tail; i < losses.size(); ++i) s.final_loss_avg10 += losses[i] / tail;
   if (have_eval) s.eval = {last_eval.loss, last_eval.accuracy, last_eval.samples};
   s.metric_name = "top1_accuracy";
-  s.chance_metric = 1.0 / static_cast<double>(d.num_classes);
+  s.chance_metric = 1.0 / static_cast<double>(dataset.num_classes());
   s.tokens_per_s = timed_s > 0 ? static_cast<double>(timed_images) / timed_s : 0;
   s.model_flops_per_token = flops_per_image;
   s.peak_flops = peak_flops;

@@ -1,7 +1,10 @@
 // Image-classification training (model.kind = "resnet"): a ResNet
-// (models/resnet.h) on SyntheticImages (data/image_dataset.h), on one
-// process or data-parallel over the ranks of a launched job — the path
-// `tessera train` takes for an image config (train/run_query.h).
+// (models/resnet.h) on SyntheticImages (data.kind = "synthetic_images",
+// data/image_dataset.h) or a folder of PNG files (data.kind =
+// "image_folder", data/image_folder.h: its class count must equal
+// model.resnet.num_classes), on one process or data-parallel over the ranks
+// of a launched job — the path `tessera train` takes for an image config
+// (train/run_query.h).
 //
 // Each step: gradient accumulation over micro-batches (global_batch /
 // (ranks · micro_batch) per rank; rank r takes its contiguous share of the
@@ -11,12 +14,13 @@
 // AdamW at the warm-up + cosine learning rate. Batch-norm statistics are
 // per rank, as PyTorch DDP without SyncBatchNorm; before each evaluation
 // rank 0's running statistics are broadcast. Evaluation: top-1 accuracy
-// and mean cross-entropy on held-out samples (each rank a share, summed).
+// and mean cross-entropy on eval.samples held-out samples (at most the
+// held-out split's size for an image folder; each rank a share, summed).
 // Writes runs/<name>/{config.json, metrics.jsonl, summary.json} on rank 0.
 // Throughput is images/s (summary tokens_per_s holds it, with
 // model_flops_per_token = training FLOPs per image = 3 × the forward's);
 // MFU = achieved model FLOP/s ÷ the measured fp32 peak of all ranks' cores.
-// Operator errors come back as Status. One thread drives it.
+// Operator and data errors (an unreadable or corrupt image) come back as Status. One thread drives it.
 #pragma once
 
 #include "tessera/comm/api/communicator.h"

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "tessera/comm/api/comm_test_util.h"
+#include "tessera/data/png_test_util.h"
 #include "tessera/parallel/checkpoint/checkpoint_root.h"
 
 namespace tessera::train {
@@ -159,6 +160,73 @@ TEST(ImageTraining, RefusesAnotherModelsCheckpoint) {
   std::filesystem::remove_all(root);
 }
 
+// A folder of PNG files (data.kind = "image_folder"): 3 classes of 20
+// noisy solid-colour 12x12 images, every 5th held out.
+TEST(ImageTraining, LearnsAnImageFolder) {
+  const auto root = FreshDir("folder");
+  data::testing::WriteColorFolder(root, {"blue", "green", "red"}, {{{40, 60, 200}}, {{50, 190, 60}}, {{210, 50, 40}}},
+                                  20, 12, 12, 60);
+  const std::vector<std::string> folder = {"data.kind=\"image_folder\"", "data.path=\"" + root.string() + "\"",
+                                           "data.eval_every=5", "model.resnet.num_classes=3"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), folder.begin(), folder.end());
+    return Tiny(more);
+  };
+  TrainSummary s;
+  Status st = RunImageTraining(with({"train.steps=30", "train.lr=5e-3", "eval.samples=64"}), nullptr, Quiet(), &s);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_NEAR(s.chance_metric, 1.0 / 3, 1e-12);
+  EXPECT_EQ(s.eval.samples, 12) << "the whole held-out split, each image once";
+  EXPECT_GT(s.eval.metric, 0.8) << "top-1 accuracy on held-out images";
+  EXPECT_LT(s.eval.loss, 0.5 * std::log(3.0));
+  EXPECT_LT(s.final_loss_avg10, 0.5 * std::log(3.0));
+
+  // The folder's class count must be the model's.
+  st = RunImageTraining(with({"train.steps=1", "model.resnet.num_classes=4"}), nullptr, Quiet(), nullptr);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("has 3 classes (blue, green, red)"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("model.resnet.num_classes = 4"), std::string::npos) << st.ToString();
+  // A missing folder, a held-out folder with other classes.
+  st = RunImageTraining(with({"train.steps=1", "data.path=\"" + root.string() + "/nope\""}), nullptr, Quiet(), nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kNotFound) << st.ToString();
+  const auto val = FreshDir("folder_val");
+  data::testing::WriteColorFolder(val, {"blue", "green", "yellow"}, {{{0, 0, 255}}, {{0, 255, 0}}, {{255, 255, 0}}}, 1,
+                                  12, 12, 0);
+  st = RunImageTraining(with({"train.steps=1", "data.eval_path=\"" + val.string() + "\""}), nullptr, Quiet(), nullptr);
+  EXPECT_NE(st.message().find("class 'red' is only in"), std::string::npos) << st.ToString();
+  // A corrupt image stops training with its name.
+  std::ofstream(root / "green" / "img_03.png") << "this is not a PNG file";
+  st = RunImageTraining(with({"train.steps=4"}), nullptr, Quiet(), nullptr);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.ToString().find((root / "green" / "img_03.png").string()), std::string::npos) << st.ToString();
+  std::filesystem::remove_all(root);
+  std::filesystem::remove_all(val);
+}
+
+// Every rank opens the folder itself; samples are addressed by global
+// index, so two ranks see the single process's batches.
+TEST(ImageTraining, ImageFolderDataParallelMatchesOneProcess) {
+  const auto root = FreshDir("folder_dp");
+  data::testing::WriteColorFolder(root, {"a", "b"}, {{{200, 20, 20}}, {{20, 20, 200}}}, 10, 12, 12, 80);
+  TrainConfig c = Tiny({"data.kind=\"image_folder\"", "data.path=\"" + root.string() + "\"", "data.eval_every=5",
+                        "model.resnet.num_classes=2", "train.steps=3", "train.micro_batch=4"});
+  TrainSummary single;
+  ASSERT_TRUE(RunImageTraining(c, nullptr, Quiet(), &single).ok());
+  std::mutex mu;
+  std::vector<double> losses(2, -1);
+  comm::testing::RunRanks(2, comm::testing::TestOptions(), [&](int rank, comm::Communicator& comm) {
+    TrainSummary s;
+    Status st = RunImageTraining(c, &comm, Quiet(), &s);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    std::lock_guard<std::mutex> lock(mu);
+    losses[rank] = s.final_loss;
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NEAR(losses[r], single.final_loss, 1e-4 * std::fabs(single.final_loss)) << "rank " << r;
+  }
+  std::filesystem::remove_all(root);
+}
+
 TEST(ImageTraining, RejectsWhatItCannotRun) {
   auto bad = [](std::vector<std::string> o) {
     auto c = TrainConfig::Load(kConfig, o);
@@ -171,6 +239,11 @@ TEST(ImageTraining, RejectsWhatItCannotRun) {
   EXPECT_NE(bad({"model.resnet.layout=\"NWHC\""}).find("model.resnet.layout"), std::string::npos);
   EXPECT_NE(bad({"model.kind=\"cnn\""}).find("model.kind"), std::string::npos);
   EXPECT_NE(bad({"model.resnet.layers=[3, 0]"}).find("layers[1]"), std::string::npos);
+  EXPECT_NE(bad({"data.kind=\"image_folder\""}).find("data.path must name one folder"), std::string::npos);
+  EXPECT_NE(bad({"data.kind=\"image_folder\"", "data.path=[\"a\", \"b\"]"}).find("data.path must name one folder"),
+            std::string::npos);
+  EXPECT_NE(bad({"data.kind=\"image_folder\"", "data.path=\"d\"", "data.eval_every=1"}).find("data.eval_every"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "tessera/train/train_config.h"
 
+#include <fmt/ranges.h>
+
 #include "tessera/train/config_schema.h"
 
 namespace tessera::train {
@@ -53,12 +55,21 @@ void BindAll(ConfigSchema& s, TrainConfig& c, EnumText& e, int64_t& model_seed) 
   s.Bind("model.moe.capacity_factor", &m.moe.capacity_factor, "expert capacity factor (0 = no dropping)");
   s.Bind("model.moe.normalize_top_k", &m.moe.normalize_top_k, "renormalize the top-k gate weights");
 
-  s.Bind("data.kind", &c.data.kind, "arithmetic | text | shards (gpt); synthetic_images (resnet)");
-  s.Bind("data.image_size", &c.data.image_size, "synthetic_images: image height = width in pixels");
+  s.Bind("data.kind", &c.data.kind, "arithmetic | text | shards (gpt); synthetic_images | image_folder (resnet)");
+  s.Bind("data.image_size", &c.data.image_size,
+         "synthetic_images: image height = width in pixels; image_folder: images are resized to it");
   s.Bind("data.image_noise", &c.data.image_noise, "synthetic_images: noise stddev over unit-variance prototypes");
   s.Bind("data.image_shift", &c.data.image_shift, "synthetic_images: largest random shift in pixels");
   s.Bind("data.digits", &c.data.digits, "arithmetic: digits per operand");
-  s.Bind("data.path", &c.data.path, "text/shards: file or list of files");
+  s.Bind("data.path", &c.data.path,
+         "text/shards: file or list of files; image_folder: the training folder, <path>/<class>/*.png "
+         "(classes sorted by name, label = index)");
+  s.Bind("data.eval_path", &c.data.eval_path,
+         "image_folder: held-out folder with the same class folders (\"\" = hold out every data.eval_every-th file "
+         "of each class of data.path)");
+  s.Bind("data.eval_every", &c.data.eval_every,
+         "image_folder without eval_path: the k-th, 2k-th, ... file of each class is held out (k >= 2)");
+  s.Bind("data.cache_mb", &c.data.cache_mb, "image_folder: MiB of decoded, resized images kept in memory per process");
   s.Bind("data.format", &c.data.format, "shards: uint16 | uint32");
   s.Bind("data.val_fraction", &c.data.val_fraction, "text/shards: held-out fraction of each file");
 
@@ -250,8 +261,20 @@ Status TrainConfig::Validate() const {
 
 Status TrainConfig::ValidateImageRun() const {
   TESSERA_RETURN_IF_ERROR(resnet.Validate());
-  if (data.kind != "synthetic_images") {
-    return InvalidArgument("data.kind must be 'synthetic_images' for model.kind = 'resnet', got '{}'", data.kind);
+  if (data.kind != "synthetic_images" && data.kind != "image_folder") {
+    return InvalidArgument("data.kind must be 'synthetic_images' or 'image_folder' for model.kind = 'resnet', got '{}'",
+                           data.kind);
+  }
+  if (data.kind == "image_folder") {
+    if (data.path.size() != 1 || data.path[0].empty()) {
+      return InvalidArgument("data.path must name one folder (<path>/<class>/*.png) for data.kind = 'image_folder', "
+                             "got [{}]",
+                             fmt::join(data.path, ", "));
+    }
+    if (data.eval_path.empty() && data.eval_every < 2) {
+      return InvalidArgument("data.eval_every must be >= 2 (without data.eval_path), got {}", data.eval_every);
+    }
+    if (data.cache_mb < 0) return InvalidArgument("data.cache_mb must be >= 0, got {}", data.cache_mb);
   }
   if (data.image_size < 1 || data.image_noise < 0 || data.image_shift < 0) {
     return InvalidArgument("data.image_size must be >= 1 and data.image_noise, data.image_shift >= 0 (got {}, {}, {})",

@@ -5,7 +5,7 @@
 //                   fields) or "resnet" ([model.resnet]: models/resnet.h,
 //                   trained by train/image_trainer.h)
 //   [data]          which dataset: kind = "arithmetic" | "text" | "shards"
-//                   (GPT), "synthetic_images" (ResNet)
+//                   (GPT), "synthetic_images" | "image_folder" (ResNet)
 //   [train]         steps, batch sizes, optimizer, schedule, seed, logging
 //   [eval]          how often and on how many held-out samples
 //   [checkpoint]    where, how often and how many checkpoints; resume
@@ -33,12 +33,15 @@ namespace tessera::train {
 class ConfigSchema;
 
 struct DataOptions {
-  std::string kind = "arithmetic";  // arithmetic | text | shards
+  std::string kind = "arithmetic";  // arithmetic | text | shards | synthetic_images | image_folder
   int digits = 3;                   // arithmetic: operand digits
-  std::vector<std::string> path;    // text / shards: files
+  std::vector<std::string> path;    // text / shards: files; image_folder: one folder (root/<class>/*.png)
   std::string format = "";          // shards: uint16 | uint32 (text: ignored)
   double val_fraction = 0.1;        // text / shards: held-out tail of each file
-  int64_t image_size = 32;          // synthetic_images: height = width
+  int64_t image_size = 32;          // synthetic_images, image_folder: height = width
+  std::string eval_path = "";       // image_folder: held-out folder with the same classes ("": split path)
+  int64_t eval_every = 10;          // image_folder without eval_path: every k-th file of a class is held out
+  int64_t cache_mb = 512;           // image_folder: decoded-image cache per process
   double image_noise = 0.5;         // synthetic_images: noise stddev (prototypes have stddev 1)
   int64_t image_shift = 2;          // synthetic_images: random shifts up to this many pixels
 };
