@@ -18,6 +18,10 @@ namespace tessera::graph {
 
 // ---- Linear algebra and arithmetic (graph/functional_math.cc) ----
 Tensor MatMul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+// x @ weight^T + bias (bias may be undefined) in one GEMM with the bias in its
+// epilogue: bitwise MatMul(x, weight, false, true) then Add(bias), one pass
+// over the output less (ops/matmul/matmul.h).
+Tensor Linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 Tensor Add(const Tensor& a, const Tensor& b);  // numpy broadcasting
 Tensor Sub(const Tensor& a, const Tensor& b);
 Tensor Mul(const Tensor& a, const Tensor& b);

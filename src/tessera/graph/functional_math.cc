@@ -23,6 +23,21 @@ Tensor MatMul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   return out;
 }
 
+Tensor Linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  Tensor out = ops::Linear(x, weight, bias);
+  const bool has_bias = bias.defined();
+  if (has_bias ? ShouldRecord({x, weight, bias}) : ShouldRecord({x, weight})) {
+    Record("Linear", has_bias ? std::vector<Tensor>{x, weight, bias} : std::vector<Tensor>{x, weight}, {out},
+           [x, weight, has_bias, bias_shape = has_bias ? bias.shape() : Shape{}](const Grads& g, const Needs& needs) {
+             ops::MatMulGrads r = ops::MatMulBackward(g[0], x, weight, false, true, needs[0], needs[1]);
+             Grads grads{r.grad_a, r.grad_b};
+             if (has_bias) grads.push_back(needs[2] ? ops::SumToShape(g[0], bias_shape) : Tensor());
+             return grads;
+           });
+  }
+  return out;
+}
+
 namespace {
 
 const char* BinaryName(ops::BinaryOp op) {

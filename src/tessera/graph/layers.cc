@@ -15,9 +15,8 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, float init_
 Tensor Linear::Forward(const Tensor& x) const {
   TESSERA_OP_CHECK(x.dim() >= 1 && x.size(-1) == in_features_, "Linear: input shape {} does not end in {}",
                    ShapeString(x.shape()), in_features_);
-  Tensor y = graph::MatMul(x, graph::Cast(weight_, x.dtype()), false, true);
-  if (bias_.defined()) y = graph::Add(y, graph::Cast(bias_, x.dtype()));
-  return y;
+  return graph::Linear(x, graph::Cast(weight_, x.dtype()),
+                       bias_.defined() ? graph::Cast(bias_, x.dtype()) : Tensor());
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, float init_std, DType dtype) {

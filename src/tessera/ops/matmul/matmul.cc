@@ -120,52 +120,99 @@ void RoundToFP16(const float* src, fp16* dst, int64_t n) {
   for (; i < n; ++i) dst[i].bits = fp16::FromFloat(src[i]);
 }
 
+// bf16 / fp16 values of n floats in place: y = round(float(y) + bias[j]) —
+// exactly what an element-wise Add of the rounded product and the bias
+// computes, so a fused bias is bitwise the unfused MatMul + Add.
+void AddBiasRounded(bf16* y, const float* bias, int64_t n) {
+  int64_t i = 0;
+  float tmp[64];
+  for (; i < n; i += 64) {
+    const int64_t len = std::min<int64_t>(64, n - i);
+    for (int64_t j = 0; j < len; ++j) tmp[j] = static_cast<float>(y[i + j]) + bias[i + j];
+    RoundToBF16(tmp, y + i, len);
+  }
+}
+void AddBiasRounded(fp16* y, const float* bias, int64_t n) {
+  int64_t i = 0;
+  float tmp[64];
+  for (; i < n; i += 64) {
+    const int64_t len = std::min<int64_t>(64, n - i);
+    for (int64_t j = 0; j < len; ++j) tmp[j] = static_cast<float>(y[i + j]) + bias[i + j];
+    RoundToFP16(tmp, y + i, len);
+  }
+}
+
 // The result of a GEMM sequence. fp32 results are written in place. bf16 and
 // fp16 results are rounded from fp32 by the GEMM driver's epilogue as blocks
 // finish: straight from L1-resident strips when a GEMM has one K block and
 // writes final values, else from an fp32 scratch tensor allocated on demand.
+// An optional bias (one value per output column) is added by the same
+// epilogue, after the rounding for bf16 / fp16 (see AddBiasRounded).
 class F32Result {
  public:
   F32Result(const Shape& shape, DType dtype) : out_(Tensor::Empty(shape, dtype)) {
     if (dtype == DType::kF32) acc_ = out_;
   }
+  // bias: out's dtype, [columns].
+  void SetBias(const Tensor& bias) {
+    Tensor b = bias.Contiguous().To(DType::kF32);
+    bias_.assign(b.data<float>(), b.data<float>() + b.numel());
+  }
   bool needs_rounding() const { return out_.dtype() != DType::kF32; }
+  // Whether finished blocks must pass through Finalize (rounding or bias).
+  bool needs_epilogue() const { return needs_rounding() || !bias_.empty(); }
   float* data() {
     if (!acc_.defined()) acc_ = Tensor::Empty(out_.shape(), DType::kF32);
     return acc_.data<float>();
   }
 
-  // Rounds a block: source rows at src + r*src_ld, destination elements
-  // [offset + (row + r)*ld + col + c].
-  void Round(const float* src, int64_t src_ld, int64_t offset, int64_t ld, int64_t row, int64_t rows, int64_t col,
-             int64_t cols) const {
+  // Finishes a block: source rows at src + r*src_ld, destination elements
+  // [offset + (row + r)*ld + col + c] (for fp32 possibly the source itself).
+  void Finalize(const float* src, int64_t src_ld, int64_t offset, int64_t ld, int64_t row, int64_t rows, int64_t col,
+                int64_t cols) const {
+    const float* bias = bias_.empty() ? nullptr : bias_.data() + col;
     for (int64_t r = 0; r < rows; ++r) {
-      int64_t at = offset + (row + r) * ld + col;
+      const int64_t at = offset + (row + r) * ld + col;
+      const float* s = src + r * src_ld;
       if (out_.dtype() == DType::kBF16) {
-        RoundToBF16(src + r * src_ld, static_cast<bf16*>(out_.raw_data()) + at, cols);
-      } else {
-        RoundToFP16(src + r * src_ld, static_cast<fp16*>(out_.raw_data()) + at, cols);
+        bf16* d = static_cast<bf16*>(out_.raw_data()) + at;
+        RoundToBF16(s, d, cols);
+        if (bias != nullptr) AddBiasRounded(d, bias, cols);
+      } else if (out_.dtype() == DType::kF16) {
+        fp16* d = static_cast<fp16*>(out_.raw_data()) + at;
+        RoundToFP16(s, d, cols);
+        if (bias != nullptr) AddBiasRounded(d, bias, cols);
+      } else if (bias != nullptr) {
+        float* d = static_cast<float*>(out_.raw_data()) + at;
+        for (int64_t j = 0; j < cols; ++j) d[j] = s[j] + bias[j];
       }
     }
   }
 
-  // rounded: whether the GEMM epilogues covered every element already.
-  Tensor Finish(bool rounded) {
-    if (!needs_rounding() || rounded) return out_;
+  // finalized: whether the GEMM epilogues covered every element already.
+  Tensor Finish(bool finalized) {
+    if (!needs_epilogue() || finalized) return out_;
     const float* src = data();
+    if (!bias_.empty()) {  // row by row: the bias is indexed by column
+      const int64_t cols = out_.size(-1), rows = cols > 0 ? out_.numel() / cols : 0;
+#pragma omp parallel for schedule(static) if (out_.numel() >= kParallelConvert && !omp_in_parallel())
+      for (int64_t r = 0; r < rows; ++r) Finalize(src + r * cols, 0, 0, cols, r, 1, 0, cols);
+      return out_;
+    }
     int64_t count = out_.numel();
     constexpr int64_t kChunk = 4096;
     int64_t chunks = (count + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (count >= kParallelConvert && !omp_in_parallel())
     for (int64_t i = 0; i < chunks; ++i) {
-      Round(src + i * kChunk, 0, i * kChunk, 0, 0, 1, 0, std::min(kChunk, count - i * kChunk));
+      Finalize(src + i * kChunk, 0, i * kChunk, 0, 0, 1, 0, std::min(kChunk, count - i * kChunk));
     }
     return out_;
   }
 
  private:
   Tensor out_;
-  Tensor acc_;  // fp32 values (the output itself for fp32)
+  Tensor acc_;               // fp32 values (the output itself for fp32)
+  std::vector<float> bias_;  // per output column; empty: none
 };
 
 // Where one GEMM writes: out's matrix at element `offset` with row pitch
@@ -182,9 +229,9 @@ struct RoundContext {
   int64_t offset, ldc;
 };
 
-void RoundBlock(void* ctx, const void* block, int64_t ld, int64_t row, int64_t rows, int64_t col, int64_t cols) {
+void FinalizeBlock(void* ctx, const void* block, int64_t ld, int64_t row, int64_t rows, int64_t col, int64_t cols) {
   auto* rc = static_cast<const RoundContext*>(ctx);
-  rc->res->Round(static_cast<const float*>(block), ld, rc->offset, rc->ldc, row, rows, col, cols);
+  rc->res->Finalize(static_cast<const float*>(block), ld, rc->offset, rc->ldc, row, rows, col, cols);
 }
 
 // Operands are validated and ld >= their row length by construction, so the
@@ -192,8 +239,8 @@ void RoundBlock(void* ctx, const void* block, int64_t ld, int64_t row, int64_t r
 void Gemm(const Operand& x, int64_t xi, const Operand& y, int64_t yi, int64_t m, int64_t n, int64_t k, float beta,
           const Dest& dest) {
   RoundContext ctx{&dest.res, dest.offset, dest.ldc};
-  const tile::Epilogue epilogue{&RoundBlock, &ctx};
-  const bool round = dest.final && dest.res.needs_rounding();
+  const tile::Epilogue epilogue{&FinalizeBlock, &ctx};
+  const bool round = dest.final && dest.res.needs_epilogue();
   const bool bf16_inputs = x.dtype == DType::kBF16;
   const tile::GemmType type = bf16_inputs ? tile::GemmType::kBf16F32 : tile::GemmType::kF32;
   // Rounded outputs of one-K-block GEMMs never touch an fp32 C.
@@ -226,8 +273,8 @@ void Gemm(const Operand& x, int64_t xi, const Operand& y, int64_t yi, int64_t m,
 // C_i[m, n] = op(X_i) @ op(Y_i) for i < batch into `out` (contiguous). With
 // sum_batch, out is one [m, n] matrix holding the sum over the batch.
 // Returns whether every output element was rounded by the GEMM epilogues.
-bool RunGemms(const Operand& x, const Operand& y, int64_t batch, int64_t m, int64_t n, int64_t k,
-              F32Result& out, bool sum_batch) {
+bool RunGemms(const Operand& x, const Operand& y, int64_t batch, int64_t m, int64_t n, int64_t k, F32Result& out,
+              bool sum_batch) {
   if (m == 0 || n == 0) return true;
   if (sum_batch) {
     if (batch == 0) {
@@ -272,6 +319,24 @@ Tensor MatMul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
     rounded = RunGemms(MakeOperand(a, trans_a), MakeOperand(b, trans_b), d.batch, d.m, d.n, d.k, out, false);
   }
   return out.Finish(rounded);
+}
+
+Tensor Linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  TESSERA_OP_CHECK(weight.defined() && weight.dim() == 2, "linear: weight must be 2-D [out, in], got {}",
+                   weight.defined() ? ShapeString(weight.shape()) : "undefined");
+  if (!bias.defined()) return MatMul(x, weight, false, true);
+  TESSERA_OP_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0) && bias.dtype() == x.dtype(),
+                   "linear: bias must be {} [{}] (the input's dtype, one value per output feature), got {} {}",
+                   DTypeName(x.dtype()), weight.size(0), DTypeName(bias.dtype()), ShapeString(bias.shape()));
+  internal::MatMulDims d = internal::CheckMatMulArgs(x, weight, false, true);
+  if (UseReference()) return internal::ReferenceLinear(x, weight, bias);
+  F32Result out(d.out_shape, x.dtype());
+  out.SetBias(bias);
+  bool finalized = true;
+  if (d.batch * d.m * d.n > 0) {
+    finalized = RunGemms(MakeOperand(x, false), MakeOperand(weight, true), d.batch, d.m, d.n, d.k, out, false);
+  }
+  return out.Finish(finalized);
 }
 
 MatMulGrads MatMulBackward(const Tensor& grad_out, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,

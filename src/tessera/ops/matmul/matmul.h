@@ -18,6 +18,14 @@ namespace tessera::ops {
 
 Tensor MatMul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 
+// y = x @ weight^T + bias, x [..., in], weight [out, in], bias [out] (or
+// undefined: no bias). The bias is added by the GEMM's epilogue while each
+// block is in cache; the result is bitwise that of MatMul(x, weight, false,
+// true) followed by an element-wise Add of the bias (for bf16 / fp16: the
+// product rounded, then the sum rounded), so fusing changes speed only.
+// The backward is MatMulBackward's plus SumToShape(grad, bias shape).
+Tensor Linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
 struct MatMulGrads {
   Tensor grad_a;  // undefined unless need_a
   Tensor grad_b;  // undefined unless need_b

@@ -45,8 +45,7 @@ MatMulDims CheckMatMulArgs(const Tensor& a, const Tensor& b, bool trans_a, bool 
     d.batched_b = false;
   } else {
     Shape b_batch(b.shape().begin(), b.shape().end() - 2);
-    TESSERA_OP_CHECK(b_batch == d.batch_shape,
-                     "matmul: b must be 2-D or have the same leading axes as a; got {}",
+    TESSERA_OP_CHECK(b_batch == d.batch_shape, "matmul: b must be 2-D or have the same leading axes as a; got {}",
                      Describe(a, b, trans_a, trans_b));
     d.batched_b = true;
   }
@@ -86,6 +85,14 @@ Tensor ReferenceMatMul(const Tensor& a, const Tensor& b, bool trans_a, bool tran
     }
   }
   return Tensor::FromVector(out, d.out_shape, a.dtype());
+}
+
+Tensor ReferenceLinear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  Tensor y = ReferenceMatMul(x, weight, false, true);
+  std::vector<float> yv = y.ToFloatVector(), bv = bias.ToFloatVector();
+  const int64_t n = static_cast<int64_t>(bv.size());
+  for (size_t i = 0; i < yv.size(); ++i) yv[i] += bv[static_cast<int64_t>(i) % n];
+  return Tensor::FromVector(yv, y.shape(), y.dtype());
 }
 
 MatMulGrads ReferenceMatMulBackward(const Tensor& grad_out, const Tensor& a, const Tensor& b, bool trans_a,

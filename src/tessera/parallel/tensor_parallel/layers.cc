@@ -61,9 +61,8 @@ ColumnParallelLinear::ColumnParallelLinear(const Tensor& full_weight, const Tens
 
 Tensor ColumnParallelLinear::ForwardLocal(const Tensor& x) const {
   CheckInput(x, in_features_, "ColumnParallelLinear");
-  Tensor y = graph::MatMul(x, graph::Cast(weight_, x.dtype()), false, true);
-  if (bias_.defined()) y = graph::Add(y, graph::Cast(bias_, x.dtype()));
-  return y;
+  return graph::Linear(x, graph::Cast(weight_, x.dtype()),
+                       bias_.defined() ? graph::Cast(bias_, x.dtype()) : Tensor());
 }
 
 Tensor ColumnParallelLinear::Forward(const Tensor& x) const {
