@@ -38,6 +38,9 @@ std::string CpuKey() {
   return fmt::format("{} [{}]", f.model_name, f.ToString());
 }
 
+// The file format's version: 2 since GEMM winners are confirmed.
+constexpr int64_t kCacheVersion = 2;
+
 // The cache file's sections ({section: {key: entry}}), or an empty object
 // (with a warning when the file exists but cannot be used). A section that
 // is not an object is dropped.
@@ -55,8 +58,20 @@ nlohmann::json ReadCacheFile(const std::string& path) {
     return nlohmann::json::object();
   }
   nlohmann::json sections = nlohmann::json::object();
+  // Version 1 stored GEMM winners without the interleaved confirmation
+  // against the default (gemm_tuned.cc): some are noise; search them again.
+  const nlohmann::json& version = j.contains("version") ? j["version"] : nlohmann::json(1);
+  const bool stale_gemm = !version.is_number_integer() || version.get<int64_t>() < kCacheVersion;
+  if (stale_gemm && !j["gemm"].empty()) {
+    TLOG(INFO, "autotuner cache {}: GEMM entries of version {} are searched again (version {} confirms winners)", path,
+         version.dump(), kCacheVersion);
+  }
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it.key() == "version") continue;
+    if (it.key() == "gemm" && stale_gemm) {
+      sections["gemm"] = nlohmann::json::object();
+      continue;
+    }
     if (!it.value().is_object()) {
       TLOG(WARN, "autotuner cache {}: section \"{}\" is not an object; ignoring it", path, it.key());
       continue;
@@ -204,7 +219,7 @@ void TuneCache::PutEntry(const std::string& section, const std::string& shape_ke
   const std::string tmp = fmt::format("{}.tmp.{}", path_, ::getpid());
   {
     nlohmann::json file = sections_;
-    file["version"] = 1;
+    file["version"] = kCacheVersion;
     std::ofstream out(tmp, std::ios::trunc);
     out << file.dump(1) << "\n";
     if (!out) {

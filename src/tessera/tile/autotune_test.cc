@@ -43,7 +43,7 @@ TEST(TuneCache, RoundTripsMergesAndIgnoresBadFiles) {
   ASSERT_TRUE(std::filesystem::exists(scope.path()));
   // Another process adds an entry; ours is written again: both survive.
   nlohmann::json file = nlohmann::json::parse(Slurp(scope.path()));
-  ASSERT_EQ(file.at("version"), 1);
+  ASSERT_EQ(file.at("version"), 2);
   nlohmann::json other = file.at("gemm").begin().value();
   file["gemm"]["bf16f32 nn m2 n2 k2 t1 | elsewhere"] = other;
   std::ofstream(scope.path()) << file.dump();
@@ -55,6 +55,15 @@ TEST(TuneCache, RoundTripsMergesAndIgnoresBadFiles) {
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(back->kernel, t.kernel);
   EXPECT_EQ(back->mc, 96);
+  // A version-1 file (winners not confirmed): its GEMM entries are searched
+  // again, its other sections kept.
+  cache.PutEntry("conv", "some geometry", {{"algorithm", "im2col"}});
+  nlohmann::json v1 = nlohmann::json::parse(Slurp(scope.path()));
+  v1["version"] = 1;
+  std::ofstream(scope.path()) << v1.dump();
+  cache.Reset();
+  EXPECT_FALSE(cache.Find("f32 nn m1 n1 k1 t1").has_value());
+  EXPECT_TRUE(cache.FindEntry("conv", "some geometry").has_value());
   // Garbage: ignored (a warning), then replaced by a valid file.
   std::ofstream(scope.path()) << "{not json";
   cache.Reset();
@@ -150,6 +159,48 @@ TEST(TunedGemm, SmallGemmsUseTheDefaultsAndForceRetunes) {
   ChosenConfig(big.args);  // force: searched again, the entry replaced by a measured one
   const nlohmann::json file = nlohmann::json::parse(Slurp(scope.path()));
   EXPECT_GT(file.at("gemm").begin().value().at("gflops").get<double>(), 0);
+}
+
+// Fake timings for the search: every configuration takes 1 s except the
+// one named below, and the very first timing (the default's, during a
+// "slow moment") takes 10 s.
+const char* g_fast_kernel = nullptr;
+double g_fast_seconds = 1.0;
+int g_timings = 0;
+double FakeTimer(const GemmConfig& cfg) {
+  if (g_timings++ == 0) return 10.0;
+  return g_fast_kernel != nullptr && std::string(cfg.kernel->name) == g_fast_kernel ? g_fast_seconds : 1.0;
+}
+
+// The kernel the search stores for a fresh class under FakeTimer.
+std::string TunedKernel(const char* fast_kernel, double fast_seconds) {
+  g_fast_kernel = fast_kernel;
+  g_fast_seconds = fast_seconds;
+  g_timings = 0;
+  TuneScope scope(TuneMode::kOn);
+  SetTuneTimerForTesting(&FakeTimer);
+  Problem p(256, 320, 256);
+  const std::string kernel = ChosenConfig(p.args).kernel->name;
+  SetTuneTimerForTesting(nullptr);
+  return kernel;
+}
+
+TEST(TunedGemm, AWinnerMustBeatTheDefaultAgainInInterleavedRounds) {
+  std::vector<const KernelInfo*> others;
+  for (const KernelInfo* k : SupportedKernels(GemmType::kF32)) {
+    if (k != &DefaultKernel(GemmType::kF32)) others.push_back(k);
+  }
+  if (others.empty()) GTEST_SKIP() << "this CPU runs one fp32 kernel only: nothing to choose between";
+  const char* other = others.front()->name;
+  const std::string def = DefaultKernel(GemmType::kF32).name;
+  // The default timed slow once, then as fast as the rest: the first
+  // candidate "wins" the search by 10x, and the confirmation takes it back.
+  EXPECT_EQ(TunedKernel(other, 1.0), def);
+  EXPECT_EQ(TunedKernel(nullptr, 1.0), def);
+  // Really faster (by more than the margin), in every round: kept.
+  EXPECT_EQ(TunedKernel(other, 0.5), other);
+  // Faster by less than the 3 % margin: the default stays.
+  EXPECT_EQ(TunedKernel(other, 0.99), def);
 }
 
 }  // namespace

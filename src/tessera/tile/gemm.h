@@ -61,8 +61,8 @@ using U8S8Args = GemmArgs<uint8_t, int8_t, int32_t>;
 
 struct GemmConfig {
   const KernelInfo* kernel = nullptr;
-  int64_t mc = 0, nc = 0;  // M and N blocks (multiples of mr / nr)
-  int tm = 1, tn = 1;      // thread grid; tm * tn threads
+  int64_t mc = 0, nc = 0;        // M and N blocks (multiples of mr / nr)
+  int tm = 1, tn = 1;            // thread grid; tm * tn threads
   std::string ToString() const;  // "f32_gemm_12x32_avx512 mc 1920 nc 512 grid 2x1"
 };
 
@@ -76,6 +76,11 @@ void Gemm(const U8S8Args& args);
 void GemmWithConfig(const F32Args& args, const GemmConfig& config);
 void GemmWithConfig(const Bf16Args& args, const GemmConfig& config);
 void GemmWithConfig(const U8S8Args& args, const GemmConfig& config);
+
+// Tests only: the autotuner's search asks `timer` for a candidate's seconds
+// instead of timing it (nullptr: time for real). Not thread-safe.
+using TuneTimerForTesting = double (*)(const GemmConfig& config);
+void SetTuneTimerForTesting(TuneTimerForTesting timer);
 
 // The configuration Gemm() would use (tuned, cached or default), and the
 // default heuristics alone.

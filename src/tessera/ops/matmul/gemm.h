@@ -9,7 +9,7 @@
 // fork/join. Thread-safe: calls from different threads on disjoint C are
 // independent. Bad sizes / leading dimensions throw OpError naming them.
 // Under ops::UseReference() every entry runs a plain loop (the oracle).
-// Design and kernels: docs/gemm.md and docs/tile.md.
+// Design and kernels: docs/gemm.md and docs/kernels.md.
 #pragma once
 
 #include <cstdint>
