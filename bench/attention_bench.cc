@@ -2,7 +2,7 @@
 // fp32 and bf16, 1 and 2 threads, on GPT-like shapes: GFLOP/s of the
 // forward and of the backward (counter "GFLOPs"; causal FLOPs: the forward
 // 2 GEMMs of B·H·T²·Dh/2 multiply-adds each, the backward 5 of them). The
-// kernels are written on the tile layer (docs/tile.md); docs/perf.md
+// kernels are written on the tile layer (docs/kernels.md); docs/perf.md
 // compares this against the hand-written kernels they replaced (the same
 // file built at the older commit).
 //   build/bin/attention_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
