@@ -6,7 +6,8 @@
 # OpenBLAS without the environment's OPENBLAS_CORETYPE) with 1 and 2 threads,
 # interleaved, on the same batches. Prints one line per (config, repeat) and
 # the medians: MFU, Tessera / PyTorch at one thread and at each one's best
-# thread count, bf16 / fp32.
+# thread count, bf16 / fp32. The fp32 peak (the MFU denominator) is measured
+# again before each repeat.
 #   bench/gpt_dense_speed.sh [REPEATS] [STEPS] [D ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +37,15 @@ for d in $DIMS; do
   "$BIN" data export "$cfg" --steps "$STEPS" --out "$TMP/batches.bin" >/dev/null
   rows=()
   for r in $(seq "$REPEATS"); do
+    # MFU against the peak measured now (the machine drifts by 10-30 % within
+    # minutes); a measurement disturbed by a process still exiting is not
+    # cached by tessera: wait and measure again.
+    for try in 1 2 3; do
+      sleep 2
+      peak=$("$BIN" info --remeasure 2>/dev/null | grep -E '^  fp32|DISTURBED' || true)
+      grep -q DISTURBED <<<"$peak" || break
+    done
+    echo "d$d repeat $r peak (try $try): $(head -1 <<<"$peak" | sed 's/^ *//')"
     read -r f1 m1 < <(tessera "$cfg" 1 fp32)
     read -r f2 m2 < <(tessera "$cfg" 2 fp32)
     read -r b2 _ < <(tessera "$cfg" 2 bf16)
