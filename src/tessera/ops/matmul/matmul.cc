@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "tessera/base/error.h"
@@ -123,22 +124,17 @@ void RoundToFP16(const float* src, fp16* dst, int64_t n) {
 // bf16 / fp16 values of n floats in place: y = round(float(y) + bias[j]) —
 // exactly what an element-wise Add of the rounded product and the bias
 // computes, so a fused bias is bitwise the unfused MatMul + Add.
-void AddBiasRounded(bf16* y, const float* bias, int64_t n) {
-  int64_t i = 0;
+template <typename Half>
+void AddBiasRounded(Half* y, const float* bias, int64_t n) {
   float tmp[64];
-  for (; i < n; i += 64) {
+  for (int64_t i = 0; i < n; i += 64) {
     const int64_t len = std::min<int64_t>(64, n - i);
     for (int64_t j = 0; j < len; ++j) tmp[j] = static_cast<float>(y[i + j]) + bias[i + j];
-    RoundToBF16(tmp, y + i, len);
-  }
-}
-void AddBiasRounded(fp16* y, const float* bias, int64_t n) {
-  int64_t i = 0;
-  float tmp[64];
-  for (; i < n; i += 64) {
-    const int64_t len = std::min<int64_t>(64, n - i);
-    for (int64_t j = 0; j < len; ++j) tmp[j] = static_cast<float>(y[i + j]) + bias[i + j];
-    RoundToFP16(tmp, y + i, len);
+    if constexpr (std::is_same_v<Half, bf16>) {
+      RoundToBF16(tmp, y + i, len);
+    } else {
+      RoundToFP16(tmp, y + i, len);
+    }
   }
 }
 
