@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -107,9 +108,9 @@ std::string ContextPointsText(const OpLine& l) {
 }
 
 std::string HostToml(const char* table, const HostCalibration& h) {
-  std::string ops = fmt::format(
-      "optimizer_per_tensor_us = {:.4f}\noptimizer_per_param_ns = {:.5f}\ncontext_factor = {:.4f}\n",
-      h.optimizer_per_tensor_s / kMicro, h.optimizer_per_param_s * 1e9, h.context_factor);
+  std::string ops =
+      fmt::format("optimizer_per_tensor_us = {:.4f}\noptimizer_per_param_ns = {:.5f}\ncontext_factor = {:.4f}\n",
+                  h.optimizer_per_tensor_s / kMicro, h.optimizer_per_param_s * 1e9, h.context_factor);
   ops += fmt::format(
       "linear_fixed_us = {:.4f}\nlinear_max_efficiency = {:.4f}\nlinear_half_m = {}\nlinear_half_n = {}\n"
       "linear_half_k = {}\nlinear_rms_rel_error = {:.4f}\nlinear_residuals = \"{}\"\n",
@@ -126,12 +127,13 @@ std::string HostToml(const char* table, const HostCalibration& h) {
                        h.ops[i].fixed_s / kMicro, name, h.ops[i].per_unit_s * 1e9, name, h.ops[i].PointsText());
   }
   return fmt::format(
-      "[{}]\nthreads = {}\npeak_gflops = {:.2f}\ntriad_gbyte_s = {:.3f}\ngemm_max_efficiency = {:.4f}\n"
-      "gemm_half_work_mflop = {:.4f}\ngemm_rms_rel_error = {:.4f}\nkernel_overhead_us = {:.3f}\n"
-      "elementwise_gbyte_s = {:.3f}\nautograd_op_us = {:.3f}\n",
-      table, h.threads, h.peak_flops / kGiga, h.triad_bytes_per_s / kGiga, h.gemm.max_efficiency,
-      h.gemm.half_work_flops / 1e6, h.gemm_rms_rel_error, h.kernel_overhead_s / kMicro,
-      h.elementwise_bytes_per_s / kGiga, h.autograd_op_s / kMicro) + ops;
+             "[{}]\nthreads = {}\npeak_gflops = {:.2f}\ntriad_gbyte_s = {:.3f}\ngemm_max_efficiency = {:.4f}\n"
+             "gemm_half_work_mflop = {:.4f}\ngemm_rms_rel_error = {:.4f}\nkernel_overhead_us = {:.3f}\n"
+             "elementwise_gbyte_s = {:.3f}\nautograd_op_us = {:.3f}\n",
+             table, h.threads, h.peak_flops / kGiga, h.triad_bytes_per_s / kGiga, h.gemm.max_efficiency,
+             h.gemm.half_work_flops / 1e6, h.gemm_rms_rel_error, h.kernel_overhead_s / kMicro,
+             h.elementwise_bytes_per_s / kGiga, h.autograd_op_s / kMicro) +
+         ops;
 }
 
 }  // namespace
@@ -289,6 +291,17 @@ StatusOr<std::vector<TransferSample>> ParseNcclTestsOutput(const std::string& te
   return rows;
 }
 
+std::vector<TransferSample> FastestPerSize(const std::vector<TransferSample>& samples) {
+  std::map<double, double> fastest;
+  for (const TransferSample& s : samples) {
+    auto [it, inserted] = fastest.emplace(s.bytes, s.seconds);
+    if (!inserted) it->second = std::min(it->second, s.seconds);
+  }
+  std::vector<TransferSample> out;
+  for (const auto& [bytes, seconds] : fastest) out.push_back({bytes, seconds});
+  return out;
+}
+
 double MachineCalibration::ContextFactor(int ranks) const {
   if (ranks <= 1) return all.context_factor;
   if (context.points.empty() || ranks <= context.points.front().first) return one.context_factor;
@@ -349,9 +362,9 @@ std::string TwinToml(const MachineCalibration& c) {
       "cpu = \"{}\"\ncores = {}\nmeasure_seconds = {:.2f}\nhost_memory_gb = {:.3f}\nbf16_peak_gflops = {:.2f}\n\n",
       c.cpu, c.cores, c.measure_seconds, c.host_memory_bytes / kGiga, c.bf16_peak_flops / kGiga);
   s += HostToml("all", c.all) + "\n" + HostToml("one", c.one) + "\n";
-  s += fmt::format("[link]\nranks = {}\nsource = \"{}\"\nalpha_us = {:.4f}\nbeta_gbyte_s = {:.4f}\nrms_rel_error = {:.4f}\n",
-                   c.link_ranks, c.link_source, c.link.alpha_s / kMicro, c.link.beta_bytes_per_s / kGiga,
-                   c.link.rms_rel_error);
+  s += fmt::format(
+      "[link]\nranks = {}\nsource = \"{}\"\nalpha_us = {:.4f}\nbeta_gbyte_s = {:.4f}\nrms_rel_error = {:.4f}\n",
+      c.link_ranks, c.link_source, c.link.alpha_s / kMicro, c.link.beta_bytes_per_s / kGiga, c.link.rms_rel_error);
   s += fmt::format("\n[meeting]\npoints = \"{}\"  # ranks:microseconds per meeting\n", c.meeting.PointsText());
   s += fmt::format("\n[context]\npoints = \"{}\"  # ranks:factor (1-thread ranks)\n", ContextPointsText(c.context));
   s += "\n[comm]  # the selector's model of a communicator of N ranks (comm/algo/cost_model.h)\n";
@@ -432,7 +445,8 @@ StatusOr<MachineCalibration> LoadTwinToml(const std::string& path) {
 
 std::string TwinPathFor(const std::string& cluster_path) {
   const std::string ext = ".toml";
-  if (cluster_path.size() >= ext.size() && cluster_path.compare(cluster_path.size() - ext.size(), ext.size(), ext) == 0) {
+  if (cluster_path.size() >= ext.size() &&
+      cluster_path.compare(cluster_path.size() - ext.size(), ext.size(), ext) == 0) {
     return cluster_path.substr(0, cluster_path.size() - ext.size()) + ".twin.toml";
   }
   return cluster_path + ".twin.toml";

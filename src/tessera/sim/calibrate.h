@@ -71,8 +71,8 @@ struct TransferSample {
 };
 
 struct LinkFit {
-  double alpha_s = 0;            // per-step latency
-  double beta_bytes_per_s = 0;   // per-direction bandwidth
+  double alpha_s = 0;           // per-step latency
+  double beta_bytes_per_s = 0;  // per-direction bandwidth
   double rms_rel_error = 0;
 };
 // Fits alpha and beta of a ring all-reduce over `ranks` (>= 2) ranks: beta
@@ -86,6 +86,11 @@ StatusOr<LinkFit> FitAllReduceLink(const std::vector<TransferSample>& samples, i
 // "[rank 0] " prefix of `tessera launch` is allowed): size (bytes) and the
 // out-of-place time (us). Errors when there is no row.
 StatusOr<std::vector<TransferSample>> ParseNcclTestsOutput(const std::string& text);
+
+// Merges repeated sweeps: the fastest time at each size, sizes ascending.
+// A sweep's mean can carry one stall (a page-fault storm, a preempted
+// rank); the fastest of several repeats is the link's own time.
+std::vector<TransferSample> FastestPerSize(const std::vector<TransferSample>& samples);
 
 // Non-negative least squares of y ~ sum_j coef_j features[i][j] minimizing
 // the relative residuals ((fit - y) / y); at most 6 features, y > 0.
@@ -165,8 +170,8 @@ const char* OpKindName(OpKind kind);
 // so a single line misfits by tens of percent at 2 threads), and the
 // least-squares line through them (reported; used when there are no points).
 struct OpLine {
-  double fixed_s = 0;     // per op
-  double per_unit_s = 0;  // per element (per FLOP for attention)
+  double fixed_s = 0;                             // per op
+  double per_unit_s = 0;                          // per element (per FLOP for attention)
   std::vector<std::pair<double, double>> points;  // increasing x
   // Interpolates the points; beyond them it extends the end segments (never
   // below half the nearest point's time, never decreasing past the last).
@@ -179,18 +184,18 @@ struct OpLine {
 // One kernel-thread configuration of the machine.
 struct HostCalibration {
   int threads = 1;
-  double peak_flops = 0;            // fp32 FLOP/s of `threads` threads (register-only peak)
-  double triad_bytes_per_s = 0;     // STREAM triad over DRAM-sized arrays
-  EfficiencyCurve gemm;             // fp32 GEMMs, against peak_flops
+  double peak_flops = 0;         // fp32 FLOP/s of `threads` threads (register-only peak)
+  double triad_bytes_per_s = 0;  // STREAM triad over DRAM-sized arrays
+  EfficiencyCurve gemm;          // fp32 GEMMs, against peak_flops
   double gemm_rms_rel_error = 0;
-  double kernel_overhead_s = 0;     // element-wise kernel launch/dispatch cost
+  double kernel_overhead_s = 0;        // element-wise kernel launch/dispatch cost
   double elementwise_bytes_per_s = 0;  // element-wise kernels at activation sizes
-  double autograd_op_s = 0;         // forward + tape + backward of a tiny autograd op
+  double autograd_op_s = 0;            // forward + tape + backward of a tiny autograd op
   // Gradient-norm clipping + AdamW step (optim/): per parameter tensor and
   // per parameter (0 = not measured: 28 bytes per parameter at triad rate).
   double optimizer_per_tensor_s = 0;
   double optimizer_per_param_s = 0;
-  LinearCost linear;        // against peak_flops
+  LinearCost linear;  // against peak_flops
   AttentionCost attention;
   OpLine ops[kOpKinds];
   // Step context: measured / predicted forward + backward time of a probe
@@ -225,8 +230,8 @@ struct MachineCalibration {
   // of each size, recorded by the meeting probes: the twin prices
   // collectives with the algorithm and α-β model the runtime itself uses.
   std::map<int, std::string> comm_models;
-  LinkFit link;         // intra-host all-reduce link between ranks
-  int link_ranks = 2;   // ranks of the all-reduce measurement
+  LinkFit link;             // intra-host all-reduce link between ranks
+  int link_ranks = 2;       // ranks of the all-reduce measurement
   std::string link_source;  // how the link was measured
   double measure_seconds = 0;
 
@@ -241,8 +246,8 @@ struct MachineCalibration {
 
   // Assumptions the cluster spec needs that cannot be measured here, each
   // with its source (MachineClusterToml writes them as comments).
-  double host_memory_bytes = 0;   // /proc/meminfo MemTotal
-  double bf16_peak_flops = 0;     // all cores (hal::MachinePeak)
+  double host_memory_bytes = 0;  // /proc/meminfo MemTotal
+  double bf16_peak_flops = 0;    // all cores (hal::MachinePeak)
 };
 
 // ClusterSpec TOML for `ranks` ranks (>= 1) sharing this machine.

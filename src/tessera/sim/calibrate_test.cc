@@ -71,6 +71,23 @@ TEST(CalibrateFit, AllReduceLinkAlphaBeta) {
   EXPECT_FALSE(FitAllReduceLink(small, 1, 1024).ok());
 }
 
+TEST(CalibrateFit, FastestPerSizeDropsAStalledSweep) {
+  // Sweep 2 stalled at 1 and 4 MiB (slower than its own 16 MiB: no
+  // slope); the merge keeps each size's fastest time and the fit recovers.
+  const std::vector<TransferSample> sweep1 = {{1 << 20, 7e-4}, {4 << 20, 2.8e-3}, {16 << 20, 1.1e-2}};
+  const std::vector<TransferSample> sweep2 = {{16 << 20, 1.2e-2}, {1 << 20, 2e-2}, {4 << 20, 1.5e-2}};
+  EXPECT_FALSE(FitAllReduceLink(sweep2, 2).ok());
+  std::vector<TransferSample> both = sweep1;
+  both.insert(both.end(), sweep2.begin(), sweep2.end());
+  const std::vector<TransferSample> m = FastestPerSize(both);
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[0].bytes, 1 << 20);
+  EXPECT_EQ(m[0].seconds, 7e-4);
+  EXPECT_EQ(m[1].seconds, 2.8e-3);
+  EXPECT_EQ(m[2].seconds, 1.1e-2);
+  EXPECT_TRUE(FitAllReduceLink(m, 2).ok());
+}
+
 TEST(CalibrateFit, ParsesCclPerfOutput) {
   const std::string text =
       "[rank 0] # Tessera all_reduce over 2 rank(s)\n"
@@ -93,8 +110,8 @@ TEST(CalibrateFit, ParsesCclPerfOutput) {
 TEST(CalibrateFit, OpPointsInterpolateAndRoundTrip) {
   OpLine l{1e-6, 1e-9, {{100, 2e-6}, {400, 2.6e-6}, {1600, 8e-6}}};
   EXPECT_NEAR(l.At(100), 2e-6, 1e-15);
-  EXPECT_NEAR(l.At(250), 2.3e-6, 1e-15);   // halfway along the first segment
-  EXPECT_NEAR(l.At(1000), 5.3e-6, 1e-15);  // halfway along the second
+  EXPECT_NEAR(l.At(250), 2.3e-6, 1e-15);    // halfway along the first segment
+  EXPECT_NEAR(l.At(1000), 5.3e-6, 1e-15);   // halfway along the second
   EXPECT_NEAR(l.At(3200), 15.2e-6, 1e-15);  // the last segment extended
   EXPECT_NEAR(l.At(10), 1.82e-6, 1e-15);    // the first segment extended down
   EXPECT_NEAR(l.At(0), 1.8e-6, 1e-15);
@@ -157,8 +174,8 @@ TEST(CalibrateFit, LinearCostRecoversShapeAwareEfficiency) {
   EXPECT_FALSE(Residuals::Parse("1,2,3:-1").ok());
   EXPECT_FALSE(FitLinearCost({s[0], s[1], s[2]}, peak).ok());  // too few
   EXPECT_FALSE(FitLinearCost(s, 0).ok());
-  std::vector<LinearSample> falling = {{16, 32, 32, 4e-3}, {64, 64, 64, 3e-3}, {256, 256, 256, 2e-3},
-                                       {1024, 512, 512, 1e-3}};
+  std::vector<LinearSample> falling = {
+      {16, 32, 32, 4e-3}, {64, 64, 64, 3e-3}, {256, 256, 256, 2e-3}, {1024, 512, 512, 1e-3}};
   EXPECT_FALSE(FitLinearCost(falling, peak).ok());
 }
 
@@ -196,7 +213,8 @@ TEST(CalibrateSpec, BrokenTwinFilesAreClearErrors) {
   EXPECT_NE(cut.status().message().find("x.twin.toml"), std::string::npos) << cut.status().ToString();
   // A key removed.
   std::string missing = good;
-  missing.erase(missing.find("linear_half_k"), missing.find('\n', missing.find("linear_half_k")) - missing.find("linear_half_k") + 1);
+  missing.erase(missing.find("linear_half_k"),
+                missing.find('\n', missing.find("linear_half_k")) - missing.find("linear_half_k") + 1);
   auto no_key = ParseTwinToml(missing, "x.twin.toml");
   ASSERT_FALSE(no_key.ok());
   EXPECT_NE(no_key.status().message().find("linear_half_k"), std::string::npos) << no_key.status().ToString();
@@ -214,7 +232,6 @@ TEST(CalibrateSpec, BrokenTwinFilesAreClearErrors) {
   EXPECT_FALSE(LoadTwinToml("/nonexistent/x.twin.toml").ok());
 }
 
-
 TEST(CalibrateSpec, ClusterTomlLoadsAndCarriesTheLink) {
   const MachineCalibration c = Machine();
   for (int ranks : {1, 2, 4}) {
@@ -230,9 +247,8 @@ TEST(CalibrateSpec, ClusterTomlLoadsAndCarriesTheLink) {
     if (ranks >= 2) {
       // A 2-rank ring all-reduce on the spec is the fitted 2 alpha + S / beta.
       const double bytes = 8e6;
-      const CollectiveCost cost =
-          EstimateCollective(*spec, CollectiveKind::kAllReduce, bytes, GroupLayout::Contiguous(*spec, 2),
-                             CollectiveAlgo::kRing);
+      const CollectiveCost cost = EstimateCollective(*spec, CollectiveKind::kAllReduce, bytes,
+                                                     GroupLayout::Contiguous(*spec, 2), CollectiveAlgo::kRing);
       EXPECT_NEAR(cost.time_s, 2 * c.link.alpha_s + bytes / c.link.beta_bytes_per_s, 1e-3 * cost.time_s);
     }
   }
