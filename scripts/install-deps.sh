@@ -11,6 +11,7 @@ PACKAGES=(
   libhwloc-dev hwloc-nox libxxhash-dev libzstd-dev libssl-dev libpng-dev
   iproute2
   python3 python3-dev python3-numpy python3-torch libtorch-dev pybind11-dev python3-matplotlib
+  libonnx-dev libprotobuf-dev libonnx-testdata python3-onnx
   openmpi-bin libopenmpi-dev libgloo-dev
   libopenblas0-pthread libblis4-openmp
 )

@@ -1,0 +1,212 @@
+// `tessera onnx`: run ONNX models on Tessera's operators.
+//   run MODEL.onnx --input NAME=FILE.pb ... [--output-dir DIR] [--json]
+//       loads the model, binds each input from a TensorProto / SequenceProto
+//       file, runs it and prints every output (type, shape, leading values);
+//       --output-dir writes each output as OUTPUT_NAME.pb (TensorProto).
+//   test DIR [--filter REGEX] [--no-isolate] [--timeout S] [--json FILE]
+//       runs every ONNX backend test case under DIR (model.onnx +
+//       test_data_set_*/input_*.pb, output_*.pb) with ONNX's tolerances and
+//       prints one line per case and the final "N passed, M failed, K skipped"
+//       (an unsupported operator is a failure). Exit code 0 however many fail:
+//       the suite is a measurement; `--min-pass N` makes fewer passes an error.
+//   ops   lists the operators the runtime implements.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "tessera/onnx/backend_suite.h"
+#include "tessera/onnx/interpreter.h"
+#include "tessera/onnx/model_loader.h"
+#include "tessera/onnx/op.h"
+
+namespace tessera::cli {
+namespace {
+
+using onnx::Array;
+using onnx::CaseResult;
+using onnx::Value;
+
+struct RunArgs {
+  std::string model;
+  std::vector<std::string> inputs;
+  std::string output_dir;
+  bool json = false;
+  int repeat = 1;
+};
+
+struct TestArgs {
+  std::string dir;
+  std::string filter;
+  bool no_isolate = false;
+  double timeout_s = 120;
+  std::string json_out;
+  int min_pass = 0;
+  bool quiet = false;
+};
+
+std::string Preview(const Array& a) {
+  std::string s;
+  const int64_t n = std::min<int64_t>(a.numel(), 8);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i) s += ", ";
+    s += a.type() == onnx::ElemType::kString ? "'" + a.data<std::string>()[i] + "'"
+                                             : fmt::format("{:.6g}", a.GetDouble(i));
+  }
+  if (a.numel() > n) s += ", ...";
+  return s;
+}
+
+Status Run(const RunArgs& a) {
+  TESSERA_ASSIGN_OR_RETURN(onnx::Model model, onnx::LoadModelFile(a.model));
+  std::map<std::string, Value> inputs;
+  for (const std::string& kv : a.inputs) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return InvalidArgument("--input '{}' must be NAME=FILE.pb", kv);
+    const std::string name = kv.substr(0, eq), file = kv.substr(eq + 1);
+    const onnx::ValueInfo* info = nullptr;
+    for (const onnx::ValueInfo& in : model.graph.inputs) {
+      if (in.name == name) info = &in;
+    }
+    if (info == nullptr) {
+      std::string names;
+      for (const onnx::ValueInfo& in : model.graph.inputs) names += (names.empty() ? "" : ", ") + in.name;
+      return InvalidArgument("--input '{}': the model has no input '{}' (its inputs: {})", kv, name, names);
+    }
+    TESSERA_ASSIGN_OR_RETURN(Value v, onnx::LoadValueFile(file, *info));
+    inputs[name] = std::move(v);
+  }
+  if (a.repeat < 1) return InvalidArgument("--repeat {} must be >= 1", a.repeat);
+  onnx::Interpreter interp(model);
+  std::vector<Value> outputs;
+  std::vector<double> seconds;
+  for (int i = 0; i < a.repeat; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    TESSERA_ASSIGN_OR_RETURN(outputs, interp.Run(inputs));
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::vector<double> sorted = seconds;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  if (!a.output_dir.empty()) std::filesystem::create_directories(a.output_dir);
+  nlohmann::json j = nlohmann::json::array();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string& name = model.graph.outputs[i].name;
+    const Value& v = outputs[i];
+    nlohmann::json o = {{"name", name}, {"value", v.Describe()}};
+    if (v.is_tensor()) {
+      o["type"] = std::string(onnx::ElemName(v.tensor.type()));
+      o["shape"] = v.tensor.shape();
+      if (!a.output_dir.empty()) {
+        const std::string path = a.output_dir + "/" + name + ".pb";
+        TESSERA_RETURN_IF_ERROR(onnx::SaveTensorFile(v.tensor, name, path));
+        o["file"] = path;
+      }
+    }
+    if (!a.json) {
+      std::printf("%s: %s%s%s\n", name.c_str(), v.Describe().c_str(), v.is_tensor() ? " = " : "",
+                  v.is_tensor() ? Preview(v.tensor).c_str() : "");
+    }
+    j.push_back(o);
+  }
+  if (a.json) {
+    std::printf("%s\n",
+                nlohmann::json{{"model", a.model}, {"outputs", j}, {"seconds", seconds}, {"seconds_median", median}}
+                    .dump(2)
+                    .c_str());
+  } else if (a.repeat > 1) {
+    std::printf("%d runs: median %.6f s, fastest %.6f s\n", a.repeat, median, sorted.front());
+  }
+  return Status::Ok();
+}
+
+Status Test(const TestArgs& a) {
+  onnx::SuiteOptions o;
+  o.filter = a.filter;
+  o.isolate = !a.no_isolate;
+  o.case_timeout_s = a.timeout_s;
+  int passed = 0, failed = 0, skipped = 0;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<CaseResult> results, onnx::RunBackendSuite(a.dir, o, [&](const CaseResult& r) {
+                             const char* tag = r.outcome == CaseResult::Outcome::kPass   ? "PASS"
+                                               : r.outcome == CaseResult::Outcome::kFail ? "FAIL"
+                                                                                         : "SKIP";
+                             (r.outcome == CaseResult::Outcome::kPass   ? passed
+                              : r.outcome == CaseResult::Outcome::kFail ? failed
+                                                                        : skipped)++;
+                             if (!a.quiet || r.outcome != CaseResult::Outcome::kPass) {
+                               std::string reason = r.reason;
+                               for (char& c : reason) c = c == '\n' ? ' ' : c;
+                               std::printf("%s %s%s%s\n", tag, r.name.c_str(), reason.empty() ? "" : ": ",
+                                           reason.c_str());
+                               std::fflush(stdout);
+                             }
+                           }));
+  std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  if (!a.json_out.empty()) {
+    nlohmann::json cases = nlohmann::json::array();
+    for (const CaseResult& r : results) {
+      cases.push_back({{"name", r.name},
+                       {"outcome", r.outcome == CaseResult::Outcome::kPass   ? "pass"
+                                   : r.outcome == CaseResult::Outcome::kFail ? "fail"
+                                                                             : "skip"},
+                       {"reason", r.reason},
+                       {"seconds", r.seconds}});
+    }
+    std::ofstream out(a.json_out);
+    out << nlohmann::json{{"dir", a.dir},
+                          {"passed", passed},
+                          {"failed", failed},
+                          {"skipped", skipped},
+                          {"cases", cases}}
+               .dump(1)
+        << "\n";
+    if (!out) return IoError("cannot write '{}'", a.json_out);
+  }
+  if (passed < a.min_pass) return FailedPrecondition("{} cases passed, fewer than --min-pass {}", passed, a.min_pass);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterOnnxCommand(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("onnx", "run ONNX models and the ONNX backend test suite");
+  cmd->require_subcommand(1);
+
+  auto run = std::make_shared<RunArgs>();
+  CLI::App* r = cmd->add_subcommand("run", "run a model on input tensors (.pb TensorProto files)");
+  r->add_option("model", run->model, "the .onnx file")->required();
+  r->add_option("--input", run->inputs, "NAME=FILE.pb, one per graph input")->take_all();
+  r->add_option("--output-dir", run->output_dir, "write each output as NAME.pb here");
+  r->add_flag("--json", run->json, "print a JSON document");
+  r->add_option("--repeat", run->repeat,
+                "run the model this many times and report the median time (inputs loaded once)");
+  r->callback([run] { ExitWith(Run(*run)); });
+
+  auto test = std::make_shared<TestArgs>();
+  CLI::App* t = cmd->add_subcommand("test", "run every backend test case under DIR and compare");
+  t->add_option("dir", test->dir, "a folder of cases (e.g. /usr/share/libonnx-testdata/data/node) or one case")
+      ->required();
+  t->add_option("--filter", test->filter, "only cases whose name matches this (POSIX extended) regex");
+  t->add_flag("--no-isolate", test->no_isolate, "run cases in this process (default: one child process each)");
+  t->add_option("--timeout", test->timeout_s, "seconds per case before it counts as failed (isolated runs)");
+  t->add_option("--json", test->json_out, "write per-case results to this file");
+  t->add_option("--min-pass", test->min_pass, "exit with an error when fewer cases pass");
+  t->add_flag("--quiet", test->quiet, "print only failures and skips, and the summary");
+  t->callback([test] { ExitWith(Test(*test)); });
+
+  CLI::App* ops = cmd->add_subcommand("ops", "list the implemented ONNX operators");
+  ops->callback([] {
+    const std::vector<std::string> names = onnx::OpRegistry::Global().Names();
+    for (const std::string& n : names) std::printf("%s\n", n.c_str());
+    std::printf("%zu operators\n", names.size());
+  });
+}
+TESSERA_CLI_COMMAND(70, RegisterOnnxCommand);
+
+}  // namespace tessera::cli
