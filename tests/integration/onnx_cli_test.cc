@@ -77,6 +77,17 @@ TEST(OnnxCli, RunWritesOutputsEqualToTheExpectedOnes) {
   ProcResult same = RunCommand({TESSERA_BIN, "onnx", "test", c}, seconds(60));
   ASSERT_EQ(same.exit_code, 0) << Diagnose(same);
   EXPECT_NE(same.out.find("1 passed, 0 failed, 0 skipped"), std::string::npos) << same.out;
+
+  // --repeat times the runs; --profile splits the kernel time by operator.
+  ProcResult prof =
+      RunCommand({TESSERA_BIN, "onnx", "run", cs + "/model.onnx", "--input", "x=" + cs + "/test_data_set_0/input_0.pb",
+                  "--input", "W=" + cs + "/test_data_set_0/input_1.pb", "--repeat", "3", "--profile"},
+                 seconds(60));
+  ASSERT_EQ(prof.exit_code, 0) << Diagnose(prof);
+  EXPECT_NE(prof.out.find("3 runs: median"), std::string::npos) << prof.out;
+  EXPECT_NE(prof.err.find("kernel time by operator over 3 runs"), std::string::npos) << prof.err;
+  EXPECT_NE(prof.err.find("Conv"), std::string::npos) << prof.err;
+  EXPECT_NE(prof.err.find("3 calls"), std::string::npos) << prof.err;
 }
 
 TEST(OnnxCli, DamagedModelsAndBadInputsAreClearErrors) {

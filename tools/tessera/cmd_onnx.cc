@@ -39,6 +39,7 @@ struct RunArgs {
   std::string output_dir;
   bool json = false;
   int repeat = 1;
+  bool profile = false;
 };
 
 struct TestArgs {
@@ -84,6 +85,8 @@ Status Run(const RunArgs& a) {
   }
   if (a.repeat < 1) return InvalidArgument("--repeat {} must be >= 1", a.repeat);
   onnx::Interpreter interp(model);
+  std::map<std::string, onnx::Interpreter::OpProfile> profile;
+  if (a.profile) interp.SetProfile(&profile);
   std::vector<Value> outputs;
   std::vector<double> seconds;
   for (int i = 0; i < a.repeat; ++i) {
@@ -122,6 +125,20 @@ Status Run(const RunArgs& a) {
                     .c_str());
   } else if (a.repeat > 1) {
     std::printf("%d runs: median %.6f s, fastest %.6f s\n", a.repeat, median, sorted.front());
+  }
+  if (a.profile) {
+    std::vector<std::pair<double, std::string>> rows;
+    double total = 0;
+    for (const auto& [op, p] : profile) {
+      rows.emplace_back(p.seconds, op);
+      total += p.seconds;
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    std::fprintf(stderr, "kernel time by operator over %d runs (%.6f s):\n", a.repeat, total);
+    for (const auto& [s, op] : rows) {
+      std::fprintf(stderr, "  %-28s %10.6f s  %5.1f %%  %lld calls\n", op.c_str(), s, 100 * s / std::max(total, 1e-12),
+                   static_cast<long long>(profile[op].calls));
+    }
   }
   return Status::Ok();
 }
@@ -184,6 +201,7 @@ void RegisterOnnxCommand(CLI::App& app) {
   r->add_option("--input", run->inputs, "NAME=FILE.pb, one per graph input")->take_all();
   r->add_option("--output-dir", run->output_dir, "write each output as NAME.pb here");
   r->add_flag("--json", run->json, "print a JSON document");
+  r->add_flag("--profile", run->profile, "print the kernel time per operator type (stderr)");
   r->add_option("--repeat", run->repeat,
                 "run the model this many times and report the median time (inputs loaded once)");
   r->callback([run] { ExitWith(Run(*run)); });

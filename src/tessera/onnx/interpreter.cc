@@ -1,5 +1,6 @@
 #include "tessera/onnx/interpreter.h"
 
+#include <chrono>
 #include <set>
 
 #include <fmt/format.h>
@@ -132,7 +133,13 @@ Status Interpreter::RunNode(const Node& node, Scope& scope) {
                          node.domain.empty() ? "" : ":", node.op_type);
   }
   OpContext ctx(node, OpsetOf(node.domain), std::move(inputs), this, &scope);
+  const auto t0 = std::chrono::steady_clock::now();
   Status st = (*kernel)(ctx);
+  if (profile_ != nullptr) {
+    OpProfile& p = (*profile_)[node.op_type];
+    p.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++p.calls;
+  }
   if (!st.ok()) {
     if (st.message().find(node.Describe()) != std::string::npos) return st;
     return Status(st.code(), fmt::format("{}: {}", node.Describe(), st.message()));

@@ -36,6 +36,14 @@ class Interpreter {
   StatusOr<std::vector<Value>> RunGraph(const Graph& g, const std::vector<Value>& inputs, const Scope* outer);
 
   int64_t OpsetOf(const std::string& domain) const;
+
+  // Per-op-type kernel time, accumulated over every Run while set (null:
+  // off). Keys are op types; values {seconds, calls}.
+  struct OpProfile {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  void SetProfile(std::map<std::string, OpProfile>* profile) { profile_ = profile; }
   std::mt19937_64& rng() { return rng_; }
   const Model& model() const { return model_; }
 
@@ -47,6 +55,7 @@ class Interpreter {
   const Model& model_;
   const OpRegistry& registry_;
   std::mt19937_64 rng_;
+  std::map<std::string, OpProfile>* profile_ = nullptr;
 };
 
 }  // namespace tessera::onnx
