@@ -119,13 +119,17 @@ Status Run(const RunArgs& a) {
     j.push_back(o);
   }
   if (a.json) {
-    std::printf("%s\n",
-                nlohmann::json{{"model", a.model}, {"outputs", j}, {"seconds", seconds}, {"seconds_median", median}}
-                    .dump(2)
-                    .c_str());
+    std::printf("%s\n", nlohmann::json{{"model", a.model},
+                                       {"outputs", j},
+                                       {"seconds", seconds},
+                                       {"seconds_median", median},
+                                       {"peak_live_bytes", interp.peak_live_bytes()}}
+                            .dump(2)
+                            .c_str());
   } else if (a.repeat > 1) {
     std::printf("%d runs: median %.6f s, fastest %.6f s\n", a.repeat, median, sorted.front());
   }
+  if (!a.json) std::printf("peak live tensors: %.1f MB\n", static_cast<double>(interp.peak_live_bytes()) / 1e6);
   if (a.profile) {
     std::vector<std::pair<double, std::string>> rows;
     double total = 0;

@@ -1,5 +1,6 @@
 #include "tessera/onnx/interpreter.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -77,7 +78,7 @@ StatusOr<std::vector<Value>> Interpreter::Run(const std::map<std::string, Value>
   for (const auto& [name, v] : inputs) {
     if (!scope.values.count(name)) return InvalidArgument("'{}' is not an input of the graph", name);
   }
-  TESSERA_RETURN_IF_ERROR(RunNodes(model_.graph.nodes, scope));
+  TESSERA_RETURN_IF_ERROR(RunNodes(model_.graph.nodes, model_.graph.outputs, scope, /*track_live=*/true));
   std::vector<Value> out;
   for (const ValueInfo& o : model_.graph.outputs) {
     const Value* v = scope.Find(o.name);
@@ -96,7 +97,7 @@ StatusOr<std::vector<Value>> Interpreter::RunGraph(const Graph& g, const std::ve
   scope.parent = outer;
   for (const auto& [name, a] : g.initializers) scope.values[name] = Value::Tensor(a);
   for (size_t i = 0; i < inputs.size(); ++i) scope.values[g.inputs[i].name] = inputs[i];
-  TESSERA_RETURN_IF_ERROR(RunNodes(g.nodes, scope));
+  TESSERA_RETURN_IF_ERROR(RunNodes(g.nodes, g.outputs, scope));
   std::vector<Value> out;
   for (const ValueInfo& o : g.outputs) {
     const Value* v = scope.Find(o.name);
@@ -106,8 +107,76 @@ StatusOr<std::vector<Value>> Interpreter::RunGraph(const Graph& g, const std::ve
   return out;
 }
 
-Status Interpreter::RunNodes(const std::vector<Node>& nodes, Scope& scope) {
-  for (const Node& node : nodes) TESSERA_RETURN_IF_ERROR(RunNode(node, scope));
+namespace {
+
+// Every name `g` (and the subgraphs inside it) reads.
+void CollectReads(const Graph& g, std::set<std::string>* reads) {
+  for (const Node& n : g.nodes) {
+    reads->insert(n.inputs.begin(), n.inputs.end());
+    for (const auto& [name, attr] : n.attrs) {
+      if (attr.g) CollectReads(*attr.g, reads);
+      for (const auto& sub : attr.graphs) CollectReads(*sub, reads);
+    }
+  }
+  for (const ValueInfo& o : g.outputs) reads->insert(o.name);
+}
+
+}  // namespace
+
+const std::vector<std::vector<std::string>>& Interpreter::LastUses(const std::vector<Node>& nodes,
+                                                                   const std::vector<ValueInfo>& keep) {
+  auto it = last_uses_.find(&nodes);
+  if (it != last_uses_.end()) return it->second;
+  std::map<std::string, size_t> last;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    std::set<std::string> reads(nodes[i].inputs.begin(), nodes[i].inputs.end());
+    for (const auto& [name, attr] : nodes[i].attrs) {
+      if (attr.g) CollectReads(*attr.g, &reads);
+      for (const auto& sub : attr.graphs) CollectReads(*sub, &reads);
+    }
+    for (const std::string& r : reads) {
+      if (!r.empty()) last[r] = i;
+    }
+  }
+  // Outputs nobody reads go right after their node.
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (const std::string& out : nodes[i].outputs) {
+      if (!out.empty()) last.emplace(out, i);
+    }
+  }
+  for (const ValueInfo& k : keep) last.erase(k.name);
+  std::vector<std::vector<std::string>> drop(nodes.size());
+  for (const auto& [name, i] : last) drop[i].push_back(name);
+  return last_uses_.emplace(&nodes, std::move(drop)).first->second;
+}
+
+namespace {
+
+int64_t LiveBytes(const Scope& scope) {
+  std::set<const void*> seen;
+  int64_t bytes = 0;
+  auto count = [&](const Array& a) {
+    if (a.defined() && seen.insert(a.raw()).second) bytes += static_cast<int64_t>(a.nbytes());
+  };
+  for (const auto& [name, v] : scope.values) {
+    if (v.is_tensor()) count(v.tensor);
+    for (const Array& a : v.sequence) count(a);
+    if (v.optional && v.optional->is_tensor()) count(v.optional->tensor);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+Status Interpreter::RunNodes(const std::vector<Node>& nodes, const std::vector<ValueInfo>& keep, Scope& scope,
+                             bool track_live) {
+  const std::vector<std::vector<std::string>>& drop = LastUses(nodes, keep);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    TESSERA_RETURN_IF_ERROR(RunNode(nodes[i], scope));
+    if (track_live) peak_live_bytes_ = std::max(peak_live_bytes_, LiveBytes(scope));
+    // Only this scope's own values: outer ones belong to the enclosing graph.
+    for (const std::string& name : drop[i]) scope.values.erase(name);
+  }
   return Status::Ok();
 }
 

@@ -3,7 +3,8 @@
 // Values live in scopes: a graph's scope holds its initializers, inputs and
 // every node output; a subgraph's scope (If / Loop / Scan body) chains to the
 // scope of the node that runs it, as ONNX's outer-scope visibility says.
-// Values no later node reads are dropped as soon as possible. An error
+// A value is dropped once no later node (or subgraph of one) reads it, so
+// activations live only as long as they are needed. An error
 // names the failing node and op. One Interpreter runs one call at a time.
 #pragma once
 
@@ -44,11 +45,24 @@ class Interpreter {
     int64_t calls = 0;
   };
   void SetProfile(std::map<std::string, OpProfile>* profile) { profile_ = profile; }
+
+  // The largest total size of the tensors held in the main graph's scope
+  // after any node of any Run so far (initializers and inputs included;
+  // storage shared by several values counted once): the runtime's peak of
+  // live tensor memory, subgraph scopes aside.
+  int64_t peak_live_bytes() const { return peak_live_bytes_; }
   std::mt19937_64& rng() { return rng_; }
   const Model& model() const { return model_; }
 
  private:
-  Status RunNodes(const std::vector<Node>& nodes, Scope& scope);
+  // Runs `nodes` in order; after each node, drops from `scope` the values
+  // it was the last reader of (never `keep`: the graph's outputs).
+  Status RunNodes(const std::vector<Node>& nodes, const std::vector<ValueInfo>& keep, Scope& scope,
+                  bool track_live = false);
+  // For each node index, the names whose last reader it is (inputs of the
+  // node and of its subgraphs, which read outer values); cached per graph.
+  const std::vector<std::vector<std::string>>& LastUses(const std::vector<Node>& nodes,
+                                                        const std::vector<ValueInfo>& keep);
   Status RunNode(const Node& node, Scope& scope);
   Status RunFunction(const Function& fn, const Node& call, Scope& scope);
 
@@ -56,6 +70,8 @@ class Interpreter {
   const OpRegistry& registry_;
   std::mt19937_64 rng_;
   std::map<std::string, OpProfile>* profile_ = nullptr;
+  int64_t peak_live_bytes_ = 0;
+  std::map<const std::vector<Node>*, std::vector<std::vector<std::string>>> last_uses_;
 };
 
 }  // namespace tessera::onnx
