@@ -6,6 +6,7 @@
 
 #include "tessera/onnx/interpreter.h"
 #include "tessera/onnx/model_loader.h"
+#include "tessera/onnx/test_model.h"
 
 namespace tessera::onnx {
 namespace {
@@ -14,12 +15,7 @@ namespace {
 // (Add) when `reuse_first`, so it must stay alive to the end.
 std::string ChainModel(int n, bool reuse_first) {
   ::onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(17);
-  auto* g = m.mutable_graph();
-  auto* in = g->add_input();
-  in->set_name("x");
-  in->mutable_type()->mutable_tensor_type()->set_elem_type(1);
+  ::onnx::GraphProto* g = testing::NewModelWithFloatInput(&m);
   std::string prev = "x";
   for (int i = 1; i <= n; ++i) {
     auto* node = g->add_node();

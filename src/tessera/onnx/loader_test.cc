@@ -12,6 +12,7 @@
 #include "tessera/onnx/backend_suite.h"
 #include "tessera/onnx/interpreter.h"
 #include "tessera/onnx/model_loader.h"
+#include "tessera/onnx/test_model.h"
 #include "tessera/onnx/tensor_proto.h"
 
 namespace tessera::onnx {
@@ -88,12 +89,7 @@ TEST(ModelLoader, MissingEmptyAndNonsenseFilesAreClearErrors) {
 
 TEST(ModelLoader, UndefinedNodeInputIsAnError) {
   ::onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(17);
-  auto* g = m.mutable_graph();
-  auto* in = g->add_input();
-  in->set_name("x");
-  in->mutable_type()->mutable_tensor_type()->set_elem_type(1);
+  ::onnx::GraphProto* g = testing::NewModelWithFloatInput(&m);
   auto* n = g->add_node();
   n->set_op_type("Add");
   n->add_input("x");
@@ -175,12 +171,7 @@ TEST(BackendRunner, ComparesWithOnnxTolerances) {
 // and it names the operator.
 TEST(BackendRunner, UnsupportedOperatorFails) {
   ::onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(17);
-  auto* g = m.mutable_graph();
-  auto* in = g->add_input();
-  in->set_name("x");
-  in->mutable_type()->mutable_tensor_type()->set_elem_type(1);
+  ::onnx::GraphProto* g = testing::NewModelWithFloatInput(&m);
   auto* n = g->add_node();
   n->set_op_type("NoSuchOperatorAnywhere");
   n->add_input("x");
