@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <new>
 #include <set>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -203,7 +205,14 @@ Status Interpreter::RunNode(const Node& node, Scope& scope) {
   }
   OpContext ctx(node, OpsetOf(node.domain), std::move(inputs), this, &scope);
   const auto t0 = std::chrono::steady_clock::now();
-  Status st = (*kernel)(ctx);
+  Status st;
+  try {
+    st = (*kernel)(ctx);
+  } catch (const std::bad_alloc&) {
+    st = ResourceExhausted("out of memory");
+  } catch (const std::exception& e) {
+    st = InvalidArgument("{}", e.what());
+  }
   if (profile_ != nullptr) {
     OpProfile& p = (*profile_)[node.op_type];
     p.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,5 +1,7 @@
 // The interpreter frees each value after its last reader: a chain of
 // element-wise nodes holds two activations at a time, not all of them.
+#include <stdexcept>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
@@ -55,6 +57,33 @@ TEST(Interpreter, DeadValuesAreFreedAfterTheirLastReader) {
     EXPECT_LE(interp.peak_live_bytes(), (reuse_first ? 3 : 2) * mb) << reuse_first;
     EXPECT_GE(interp.peak_live_bytes(), 2 * mb);
   }
+}
+
+// A shape taken from the model's data that no memory could hold is the
+// node's error, not a crash.
+TEST(Interpreter, AbsurdShapesFromDataAreErrors) {
+  ::onnx::ModelProto m;
+  ::onnx::GraphProto* g = testing::NewModelWithFloatInput(&m);
+  g->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::INT64);
+  auto* node = g->add_node();
+  node->set_op_type("ConstantOfShape");
+  node->add_input("x");
+  node->add_output("y");
+  g->add_output()->set_name("y");
+  auto model = ParseModel(m.SerializeAsString(), "big.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  for (const std::vector<int64_t>& shape :
+       std::vector<std::vector<int64_t>>{{int64_t{1} << 50}, {1 << 30, 1 << 30, 1 << 30}}) {
+    Interpreter interp(*model);
+    auto out = interp.Run({{"x", Value::Tensor(Array::Vector<int64_t>(shape))}});
+    ASSERT_FALSE(out.ok());
+    EXPECT_NE(out.status().message().find("ConstantOfShape"), std::string::npos) << out.status().ToString();
+    EXPECT_NE(out.status().message().find("too large"), std::string::npos) << out.status().ToString();
+  }
+  // Kernels that do not check: the Array itself refuses (an exception the
+  // interpreter turns into the node's error), also when the product overflows.
+  EXPECT_THROW(Array(ElemType::kFloat, {int64_t{1} << 41}), std::length_error);
+  EXPECT_THROW(Array(ElemType::kFloat, {1 << 30, 1 << 30, 1 << 30, 1 << 30}), std::length_error);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #include "tessera/onnx/value.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -89,7 +91,9 @@ bool IsIntegerType(ElemType t) {
 
 int64_t Numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) return INT64_MAX;  // saturates: no valid shape holds that many
+  }
   return n;
 }
 
@@ -101,7 +105,14 @@ std::vector<int64_t> Strides(const std::vector<int64_t>& shape) {
 
 Array::Array(ElemType type, std::vector<int64_t> shape) : type_(type), shape_(std::move(shape)) {
   for (int64_t d : shape_) TESSERA_CHECK(d >= 0, "negative dimension {} in {}", d, ShapeString());
-  numel_ = Numel(shape_);
+  // Shapes can come from a model's data (ConstantOfShape, Expand, Range...):
+  // an absurd one is an exception the interpreter turns into an error.
+  numel_ = 1;
+  for (int64_t d : shape_) {
+    if (__builtin_mul_overflow(numel_, d, &numel_) || numel_ > kMaxElements) {
+      throw std::length_error(fmt::format("a tensor of shape {} would hold more than 2^40 elements", ShapeString()));
+    }
+  }
   if (type_ == ElemType::kString) {
     strings_ = std::make_shared<std::vector<std::string>>(static_cast<size_t>(numel_));
   } else {
@@ -145,8 +156,12 @@ int64_t Array::GetInt(int64_t i) const {
     using T = decltype(t);
     if constexpr (std::is_integral_v<T>) {
       v = static_cast<int64_t>(data<T>()[i]);
-    } else {
-      v = static_cast<int64_t>(ToDouble(data<T>()[i]));
+    } else {  // truncated; NaN reads 0, beyond int64 saturates (no UB)
+      const double d = ToDouble(data<T>()[i]);
+      v = std::isnan(d)                 ? 0
+          : d >= 9.2233720368547758e18  ? INT64_MAX
+          : d <= -9.2233720368547758e18 ? INT64_MIN
+                                        : static_cast<int64_t>(d);
     }
   }));
   return v;
@@ -168,9 +183,11 @@ To ConvertOne(From v) {
   } else if constexpr (std::is_integral_v<From> && std::is_integral_v<To>) {
     return static_cast<To>(v);  // modular, as numpy / ONNX Runtime
   } else if constexpr (std::is_integral_v<To>) {
-    const double d = ToDouble(v);
+    const double d = std::trunc(ToDouble(v));
     if (std::isnan(d)) return To{};
-    return static_cast<To>(static_cast<int64_t>(std::trunc(d)));
+    if (d >= 9.2233720368547758e18) return static_cast<To>(INT64_MAX);
+    if (d <= -9.2233720368547758e18) return static_cast<To>(INT64_MIN);
+    return static_cast<To>(static_cast<int64_t>(d));
   } else if constexpr (std::is_same_v<From, double> || std::is_same_v<From, float>) {
     return FromDouble<To>(static_cast<double>(v));
   } else {

@@ -109,6 +109,9 @@ class Array {
  public:
   Array() = default;
   // Zero-filled (empty strings) array of `type` and `shape` (every dim >= 0).
+  // Throws std::length_error past kMaxElements (the interpreter reports it
+  // as the node's error).
+  static constexpr int64_t kMaxElements = int64_t{1} << 40;
   Array(ElemType type, std::vector<int64_t> shape);
   // A scalar (rank 0) or vector holding `values`.
   template <typename T>
