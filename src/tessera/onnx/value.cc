@@ -260,21 +260,6 @@ std::vector<int64_t> Array::ToInts() const {
 
 std::string Array::ShapeString() const { return fmt::format("[{}]", fmt::join(shape_, ",")); }
 
-StatusOr<std::vector<int64_t>> BroadcastShapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-  const size_t r = std::max(a.size(), b.size());
-  std::vector<int64_t> out(r);
-  for (size_t i = 0; i < r; ++i) {
-    const int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
-    const int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    if (da != db && da != 1 && db != 1) {
-      return InvalidArgument("shapes [{}] and [{}] do not broadcast (dim {}: {} vs {})", fmt::join(a, ","),
-                             fmt::join(b, ","), i, da, db);
-    }
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
 std::vector<int64_t> BroadcastIndex(const std::vector<int64_t>& in_shape, const std::vector<int64_t>& out_shape) {
   const size_t r = out_shape.size();
   const size_t off = r - in_shape.size();

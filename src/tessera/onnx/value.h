@@ -18,6 +18,7 @@
 #include "tessera/base/check.h"
 #include "tessera/base/float16.h"
 #include "tessera/base/status.h"
+#include "tessera/tensor/tensor.h"
 
 namespace tessera::onnx {
 
@@ -188,8 +189,9 @@ inline const std::string* Array::data<std::string>() const {
 // Row-major strides (in elements) of `shape`.
 std::vector<int64_t> Strides(const std::vector<int64_t>& shape);
 int64_t Numel(const std::vector<int64_t>& shape);
-// Numpy-style broadcast of two shapes; errors when incompatible.
-StatusOr<std::vector<int64_t>> BroadcastShapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+// Numpy-style broadcast of two shapes: tessera::BroadcastShapes
+// (tensor/tensor.h), found from this namespace.
+using ::tessera::BroadcastShapes;
 // For each flat index of `out_shape`, the flat index into an array of
 // `in_shape` broadcast to it (in_shape right-aligned, size-1 dims repeat).
 std::vector<int64_t> BroadcastIndex(const std::vector<int64_t>& in_shape, const std::vector<int64_t>& out_shape);
