@@ -50,9 +50,8 @@ TEST(GradCheckTest, Conv2d) {
       const Shape xs = layout == ops::ImageLayout::kNCHW ? Shape{c.N, c.C, c.H, c.W} : Shape{c.N, c.H, c.W, c.C};
       Ins in{Leaf(xs, 1), Leaf({c.K, c.C / c.groups, c.R, c.S}, 2)};
       if (c.bias) in.push_back(Leaf({c.K}, 3));
-      const std::string what =
-          fmt::format("conv2d {} x {} w [{}, {}, {}, {}] g{}", ops::ImageLayoutName(layout), ShapeString(xs), c.K,
-                      c.C / c.groups, c.R, c.S, c.groups);
+      const std::string what = fmt::format("conv2d {} x {} w [{}, {}, {}, {}] g{}", ops::ImageLayoutName(layout),
+                                           ShapeString(xs), c.K, c.C / c.groups, c.R, c.S, c.groups);
       ExpectGradientsMatch(what, in, [o](const Ins& v) {
         return Project(graph::Conv2d(v[0], v[1], v.size() > 2 ? v[2] : Tensor(), o));
       });

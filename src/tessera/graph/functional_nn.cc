@@ -1,6 +1,10 @@
 // Differentiable neural-network layers: embedding, norms, activations,
 // dropout, attention, rope, top-k, gather/scatter.
 #include "tessera/graph/functional.h"
+
+#include <fmt/format.h>
+
+#include "tessera/graph/apply.h"
 #include "tessera/graph/tape.h"
 #include "tessera/ops/activation/activation.h"
 #include "tessera/ops/dropout/dropout.h"
@@ -15,51 +19,61 @@ namespace tessera::graph {
 using Grads = std::vector<Tensor>;
 using Needs = std::vector<bool>;
 
+using Ins = std::vector<Tensor>;
+
 Tensor Embedding(const Tensor& weight, const Tensor& ids) {
-  Tensor out = ops::Embedding(weight, ids);
-  if (ShouldRecord({weight})) {
-    Shape shape = weight.shape();
-    DType dtype = weight.dtype();
-    Record("Embedding", {weight}, {out}, [ids, shape, dtype](const Grads& g, const Needs&) {
-      return Grads{ops::EmbeddingBackward(g[0], ids, shape, dtype)};
-    });
-  }
-  return out;
+  Shape shape = weight.shape();
+  DType dtype = weight.dtype();
+  return Apply1(
+      {"Embedding", OpKind::kOpaque, "", SaveBit(1)}, {weight, ids},
+      [](const Ins& in) { return Ins{ops::Embedding(in[0], in[1])}; },
+      [shape, dtype](const Grads& g, const Ins& in, const Ins&, const Needs&) {
+        return Grads{ops::EmbeddingBackward(g[0], in[1], shape, dtype), Tensor()};
+      });
 }
 
+namespace {
+
+// Norm outputs: y, then the saved statistics (mean: layernorm only, rstd).
+Ins NormOutputs(const ops::NormResult& r) { return Ins{r.y, r.mean, r.rstd}; }
+ops::NormResult NormFromOutputs(const Ins& out) {
+  ops::NormResult r;
+  r.y = out[0];
+  r.mean = out[1];
+  r.rstd = out[2];
+  return r;
+}
+
+}  // namespace
+
 Tensor LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
-  ops::NormResult r = ops::LayerNorm(x, gamma, beta, eps);
-  Tensor y = r.y;
-  if (ShouldRecord({x, gamma, beta})) {
-    Record("LayerNorm", {x, gamma, beta}, {y}, [x, gamma, r](const Grads& g, const Needs&) {
-      ops::NormGrads gr = ops::LayerNormBackward(g[0], x, gamma, r);
-      return Grads{gr.grad_x, gr.grad_gamma, gr.grad_beta};
-    });
-  }
-  return y;
+  return Apply1(
+      {"LayerNorm", OpKind::kReduction, fmt::format("eps={}", eps), SaveBit(0) | SaveBit(1), SaveBit(1) | SaveBit(2),
+       1},
+      {x, gamma, beta}, [eps](const Ins& in) { return NormOutputs(ops::LayerNorm(in[0], in[1], in[2], eps)); },
+      [](const Grads& g, const Ins& in, const Ins& out, const Needs&) {
+        ops::NormGrads gr = ops::LayerNormBackward(g[0], in[0], in[1], NormFromOutputs(out));
+        return Grads{gr.grad_x, gr.grad_gamma, gr.grad_beta};
+      });
 }
 
 Tensor RmsNorm(const Tensor& x, const Tensor& gamma, float eps) {
-  ops::NormResult r = ops::RmsNorm(x, gamma, eps);
-  Tensor y = r.y;
-  if (ShouldRecord({x, gamma})) {
-    Record("RmsNorm", {x, gamma}, {y}, [x, gamma, r](const Grads& g, const Needs&) {
-      ops::NormGrads gr = ops::RmsNormBackward(g[0], x, gamma, r);
-      return Grads{gr.grad_x, gr.grad_gamma};
-    });
-  }
-  return y;
+  return Apply1(
+      {"RmsNorm", OpKind::kReduction, fmt::format("eps={}", eps), SaveBit(0) | SaveBit(1), SaveBit(1) | SaveBit(2), 1},
+      {x, gamma}, [eps](const Ins& in) { return NormOutputs(ops::RmsNorm(in[0], in[1], eps)); },
+      [](const Grads& g, const Ins& in, const Ins& out, const Needs&) {
+        ops::NormGrads gr = ops::RmsNormBackward(g[0], in[0], in[1], NormFromOutputs(out));
+        return Grads{gr.grad_x, gr.grad_gamma};
+      });
 }
 
 namespace {
 
 template <typename Forward, typename BackwardKernel>
 Tensor UnaryActivation(const char* name, const Tensor& x, Forward forward, BackwardKernel backward) {
-  Tensor out = forward(x);
-  if (ShouldRecord({x})) {
-    Record(name, {x}, {out}, [x, backward](const Grads& g, const Needs&) { return Grads{backward(g[0], x)}; });
-  }
-  return out;
+  return Apply1(
+      {name, OpKind::kElementwise, ""}, {x}, [forward](const Ins& in) { return Ins{forward(in[0])}; },
+      [backward](const Grads& g, const Ins& in, const Ins&, const Needs&) { return Grads{backward(g[0], in[0])}; });
 }
 
 }  // namespace
@@ -83,100 +97,100 @@ Tensor Relu(const Tensor& x) {
 }
 
 Tensor SwiGlu(const Tensor& gate, const Tensor& up) {
-  Tensor out = ops::SwiGlu(gate, up);
-  if (ShouldRecord({gate, up})) {
-    Record("SwiGlu", {gate, up}, {out}, [gate, up](const Grads& g, const Needs&) {
-      ops::SwiGluGrads r = ops::SwiGluBackward(g[0], gate, up);
-      return Grads{r.grad_gate, r.grad_up};
-    });
-  }
-  return out;
+  return Apply1(
+      {"SwiGlu", OpKind::kElementwise, ""}, {gate, up}, [](const Ins& in) { return Ins{ops::SwiGlu(in[0], in[1])}; },
+      [](const Grads& g, const Ins& in, const Ins&, const Needs&) {
+        ops::SwiGluGrads r = ops::SwiGluBackward(g[0], in[0], in[1]);
+        return Grads{r.grad_gate, r.grad_up};
+      });
 }
 
 Tensor Dropout(const Tensor& x, float p, bool training, uint64_t seed, uint64_t offset) {
   if (!training || p == 0.0f) return x;
-  Tensor out = ops::Dropout(x, p, seed, offset);
-  if (ShouldRecord({x})) {
-    Record("Dropout", {x}, {out}, [p, seed, offset](const Grads& g, const Needs&) {
-      return Grads{ops::DropoutBackward(g[0], p, seed, offset)};
-    });
-  }
-  return out;
+  return Apply1(
+      {"Dropout", OpKind::kElementwise, fmt::format("p={} seed={} offset={}", p, seed, offset), kSaveNone}, {x},
+      [p, seed, offset](const Ins& in) { return Ins{ops::Dropout(in[0], p, seed, offset)}; },
+      [p, seed, offset](const Grads& g, const Ins&, const Ins&, const Needs&) {
+        return Grads{ops::DropoutBackward(g[0], p, seed, offset)};
+      });
 }
 
 Tensor CausalAttention(const Tensor& q, const Tensor& k, const Tensor& v, float scale) {
-  ops::AttentionResult r = ops::CausalAttention(q, k, v, scale);
-  if (ShouldRecord({q, k, v})) {
-    Record("CausalAttention", {q, k, v}, {r.out}, [q, k, v, r, scale](const Grads& g, const Needs&) {
-      ops::AttentionGrads gr = ops::CausalAttentionBackward(g[0], q, k, v, r, scale);
-      return Grads{gr.grad_q, gr.grad_k, gr.grad_v};
-    });
-  }
-  return r.out;
+  // Outputs: out, then the saved row log-sum-exp.
+  return Apply1(
+      {"CausalAttention", OpKind::kOpaque, fmt::format("scale={}", scale), kSaveAll, SaveBit(0) | SaveBit(1), 1},
+      {q, k, v},
+      [scale](const Ins& in) {
+        ops::AttentionResult r = ops::CausalAttention(in[0], in[1], in[2], scale);
+        return Ins{r.out, r.lse};
+      },
+      [scale](const Grads& g, const Ins& in, const Ins& out, const Needs&) {
+        ops::AttentionResult r{out[0], out[1]};
+        ops::AttentionGrads gr = ops::CausalAttentionBackward(g[0], in[0], in[1], in[2], r, scale);
+        return Grads{gr.grad_q, gr.grad_k, gr.grad_v};
+      });
 }
 
 Tensor Rope(const Tensor& x, float base, int64_t position_offset) {
-  Tensor out = ops::Rope(x, base, position_offset);
-  if (ShouldRecord({x})) {
-    Record("Rope", {x}, {out}, [base, position_offset](const Grads& g, const Needs&) {
-      return Grads{ops::RopeBackward(g[0], base, position_offset)};
-    });
-  }
-  return out;
+  return Apply1(
+      {"Rope", OpKind::kElementwise, fmt::format("base={} offset={}", base, position_offset), kSaveNone}, {x},
+      [base, position_offset](const Ins& in) { return Ins{ops::Rope(in[0], base, position_offset)}; },
+      [base, position_offset](const Grads& g, const Ins&, const Ins&, const Needs&) {
+        return Grads{ops::RopeBackward(g[0], base, position_offset)};
+      });
 }
 
 TopKOutput TopK(const Tensor& x, int64_t k) {
-  ops::TopKResult r = ops::TopK(x, k);
-  if (ShouldRecord({x})) {
-    Shape shape = x.shape();
-    Tensor indices = r.indices;
-    Record("TopK", {x}, {r.values}, [indices, shape](const Grads& g, const Needs&) {
-      return Grads{ops::TopKBackward(g[0], indices, shape)};
-    });
-  }
-  return {r.values, r.indices};
+  Shape shape = x.shape();
+  std::vector<Tensor> out = Apply(
+      {"TopK", OpKind::kOpaque, fmt::format("k={}", k), kSaveNone, SaveBit(1), 1}, {x},
+      [k](const Ins& in) {
+        ops::TopKResult r = ops::TopK(in[0], k);
+        return Ins{r.values, r.indices};
+      },
+      [shape](const Grads& g, const Ins&, const Ins& out, const Needs&) {
+        return Grads{ops::TopKBackward(g[0], out[1], shape)};
+      });
+  return {out[0], out[1]};
 }
 
 Tensor Gather(const Tensor& x, int axis, const Tensor& index) {
-  Tensor out = ops::Gather(x, axis, index);
-  if (ShouldRecord({x})) {
-    Shape shape = x.shape();
-    Record("Gather", {x}, {out}, [axis, index, shape](const Grads& g, const Needs&) {
-      return Grads{ops::GatherBackward(g[0], axis, index, shape)};
-    });
-  }
-  return out;
+  Shape shape = x.shape();
+  return Apply1(
+      {"Gather", OpKind::kInjective, fmt::format("axis={}", axis), SaveBit(1)}, {x, index},
+      [axis](const Ins& in) { return Ins{ops::Gather(in[0], axis, in[1])}; },
+      [axis, shape](const Grads& g, const Ins& in, const Ins&, const Needs&) {
+        return Grads{ops::GatherBackward(g[0], axis, in[1], shape), Tensor()};
+      });
 }
 
 Tensor ScatterAdd(const Tensor& base, int axis, const Tensor& index, const Tensor& src) {
-  Tensor out = ops::ScatterAdd(base, axis, index, src);
-  if (ShouldRecord({base, src})) {
-    Record("ScatterAdd", {base, src}, {out}, [axis, index](const Grads& g, const Needs& needs) {
-      Tensor grad_src = needs[1] ? ops::ScatterAddBackwardSrc(g[0], axis, index) : Tensor();
-      return Grads{g[0], grad_src};
-    });
-  }
-  return out;
+  return Apply1(
+      {"ScatterAdd", OpKind::kOpaque, fmt::format("axis={}", axis), SaveBit(1)}, {base, index, src},
+      [axis](const Ins& in) { return Ins{ops::ScatterAdd(in[0], axis, in[1], in[2])}; },
+      [axis](const Grads& g, const Ins& in, const Ins&, const Needs& needs) {
+        Tensor grad_src = needs[2] ? ops::ScatterAddBackwardSrc(g[0], axis, in[1]) : Tensor();
+        return Grads{g[0], Tensor(), grad_src};
+      });
 }
 
 Tensor GatherRows(const Tensor& x, const Tensor& rows) {
-  Tensor out = ops::GatherRows(x, rows);
-  if (ShouldRecord({x})) {
-    int64_t n = x.size(0);
-    Record("GatherRows", {x}, {out}, [rows, n](const Grads& g, const Needs&) {
-      return Grads{ops::ScatterAddRows(g[0], rows, n)};
-    });
-  }
-  return out;
+  int64_t n = x.size(0);
+  return Apply1(
+      {"GatherRows", OpKind::kInjective, "", SaveBit(1)}, {x, rows},
+      [](const Ins& in) { return Ins{ops::GatherRows(in[0], in[1])}; },
+      [n](const Grads& g, const Ins& in, const Ins&, const Needs&) {
+        return Grads{ops::ScatterAddRows(g[0], in[1], n), Tensor()};
+      });
 }
 
 Tensor ScatterAddRows(const Tensor& src, const Tensor& rows, int64_t n) {
-  Tensor out = ops::ScatterAddRows(src, rows, n);
-  if (ShouldRecord({src})) {
-    Record("ScatterAddRows", {src}, {out},
-           [rows](const Grads& g, const Needs&) { return Grads{ops::GatherRows(g[0], rows)}; });
-  }
-  return out;
+  return Apply1(
+      {"ScatterAddRows", OpKind::kOpaque, fmt::format("n={}", n), SaveBit(1)}, {src, rows},
+      [n](const Ins& in) { return Ins{ops::ScatterAddRows(in[0], in[1], n)}; },
+      [](const Grads& g, const Ins& in, const Ins&, const Needs&) {
+        return Grads{ops::GatherRows(g[0], in[1]), Tensor()};
+      });
 }
 
 }  // namespace tessera::graph

@@ -97,7 +97,8 @@ TEST(PoolNormGradCheck, StemComposition) {
   Ins in = {Leaf({2, 3, 6, 6}, 61, -2.0f, 2.0f), Leaf({3}, 62, 0.5f, 1.5f), Leaf({3}, 63, -0.2f, 0.2f)};
   ExpectGradientsMatch("stem", in, [bn](const Ins& x) {
     Tensor y = graph::BatchNorm2d(x[0], x[1], x[2], Tensor(), Tensor(), bn);
-    return Project(graph::GlobalAvgPool2d(graph::AvgPool2d(Mul(y, y), ResNetMaxPool(kNCHW)), kNCHW));  // squared: smooth at 0
+    return Project(
+        graph::GlobalAvgPool2d(graph::AvgPool2d(Mul(y, y), ResNetMaxPool(kNCHW)), kNCHW));  // squared: smooth at 0
   });
 }
 

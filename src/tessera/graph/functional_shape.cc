@@ -2,7 +2,12 @@
 #include <numeric>
 
 #include "tessera/graph/functional.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "tessera/base/error.h"
+#include "tessera/graph/apply.h"
 #include "tessera/graph/tape.h"
 #include "tessera/ops/concat/concat.h"
 
@@ -11,100 +16,93 @@ namespace tessera::graph {
 using Grads = std::vector<Tensor>;
 using Needs = std::vector<bool>;
 
+using Ins = std::vector<Tensor>;
+
 Tensor Concat(const std::vector<Tensor>& xs, int axis) {
-  Tensor out = ops::Concat(xs, axis);
-  if (ShouldRecord(xs)) {
-    std::vector<int64_t> sizes;
-    sizes.reserve(xs.size());
-    for (const Tensor& x : xs) sizes.push_back(x.size(axis));
-    Record("Concat", xs, {out}, [sizes, axis](const Grads& g, const Needs&) { return ops::Split(g[0], sizes, axis); });
-  }
-  return out;
+  std::vector<int64_t> sizes;
+  sizes.reserve(xs.size());
+  for (const Tensor& x : xs) sizes.push_back(x.size(axis));
+  return Apply1(
+      {"Concat", OpKind::kInjective, fmt::format("axis={}", axis), kSaveNone}, xs,
+      [axis](const Ins& in) { return Ins{ops::Concat(in, axis)}; },
+      [sizes, axis](const Grads& g, const Ins&, const Ins&, const Needs&) { return ops::Split(g[0], sizes, axis); });
 }
 
 std::vector<Tensor> Split(const Tensor& x, const std::vector<int64_t>& sizes, int axis) {
-  std::vector<Tensor> outs = ops::Split(x, sizes, axis);
-  if (ShouldRecord({x})) {
-    Record("Split", {x}, outs, [axis](const Grads& g, const Needs&) { return Grads{ops::Concat(g, axis)}; });
-  }
-  return outs;
+  return Apply(
+      {"Split", OpKind::kInjective, fmt::format("sizes=[{}] axis={}", fmt::join(sizes, ","), axis), kSaveNone}, {x},
+      [sizes, axis](const Ins& in) { return ops::Split(in[0], sizes, axis); },
+      [axis](const Grads& g, const Ins&, const Ins&, const Needs&) { return Grads{ops::Concat(g, axis)}; });
 }
 
 Tensor Reshape(const Tensor& x, const Shape& shape) {
-  Tensor out = x.Reshape(shape);
-  if (ShouldRecord({x})) {
-    Shape in_shape = x.shape();
-    Record("Reshape", {x}, {out}, [in_shape](const Grads& g, const Needs&) { return Grads{g[0].Reshape(in_shape)}; });
-  }
-  return out;
+  Shape in_shape = x.shape();
+  return Apply1(
+      {"Reshape", OpKind::kInjective, fmt::format("shape={}", ShapeString(shape)), kSaveNone}, {x},
+      [shape](const Ins& in) { return Ins{in[0].Reshape(shape)}; },
+      [in_shape](const Grads& g, const Ins&, const Ins&, const Needs&) { return Grads{g[0].Reshape(in_shape)}; });
 }
 
 Tensor View(const Tensor& x, const Shape& shape) {
   TESSERA_OP_CHECK(x.is_contiguous(), "View: tensor of shape {} is not contiguous; use Reshape",
                    ShapeString(x.shape()));
-  Tensor out = x.View(shape);
-  if (ShouldRecord({x})) {
-    Shape in_shape = x.shape();
-    Record("View", {x}, {out}, [in_shape](const Grads& g, const Needs&) { return Grads{g[0].Reshape(in_shape)}; });
-  }
-  return out;
+  Shape in_shape = x.shape();
+  return Apply1(
+      {"View", OpKind::kInjective, fmt::format("shape={}", ShapeString(shape)), kSaveNone}, {x},
+      [shape](const Ins& in) { return Ins{in[0].View(shape)}; },
+      [in_shape](const Grads& g, const Ins&, const Ins&, const Needs&) { return Grads{g[0].Reshape(in_shape)}; });
 }
 
 Tensor Transpose(const Tensor& x, int a, int b) {
-  Tensor out = x.Transpose(a, b);
-  if (ShouldRecord({x})) {
-    Record("Transpose", {x}, {out}, [a, b](const Grads& g, const Needs&) { return Grads{g[0].Transpose(a, b)}; });
-  }
-  return out;
+  return Apply1(
+      {"Transpose", OpKind::kInjective, fmt::format("a={} b={}", a, b), kSaveNone}, {x},
+      [a, b](const Ins& in) { return Ins{in[0].Transpose(a, b)}; },
+      [a, b](const Grads& g, const Ins&, const Ins&, const Needs&) { return Grads{g[0].Transpose(a, b)}; });
 }
 
 Tensor Permute(const Tensor& x, const std::vector<int>& order) {
-  Tensor out = x.Permute(order);
-  if (ShouldRecord({x})) {
-    std::vector<int> inverse(order.size());
-    for (size_t i = 0; i < order.size(); ++i) inverse[NormalizeAxis(order[i], x.dim())] = static_cast<int>(i);
-    Record("Permute", {x}, {out},
-           [inverse](const Grads& g, const Needs&) { return Grads{g[0].Permute(inverse)}; });
-  }
-  return out;
+  std::vector<int> inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i) inverse[NormalizeAxis(order[i], x.dim())] = static_cast<int>(i);
+  return Apply1(
+      {"Permute", OpKind::kInjective, fmt::format("order=[{}]", fmt::join(order, ",")), kSaveNone}, {x},
+      [order](const Ins& in) { return Ins{in[0].Permute(order)}; },
+      [inverse](const Grads& g, const Ins&, const Ins&, const Needs&) { return Grads{g[0].Permute(inverse)}; });
 }
 
 Tensor Slice(const Tensor& x, int axis, int64_t start, int64_t end, int64_t step) {
-  Tensor out = x.Slice(axis, start, end, step);
-  if (ShouldRecord({x})) {
-    Shape in_shape = x.shape();
-    Record("Slice", {x}, {out}, [in_shape, axis, start, end, step](const Grads& g, const Needs&) {
-      Tensor full = Tensor::Zeros(in_shape, g[0].dtype());
-      Tensor window = full.Slice(axis, start, end, step);
-      window.CopyFrom(g[0]);
-      return Grads{full};
-    });
-  }
-  return out;
+  Shape in_shape = x.shape();
+  return Apply1(
+      {"Slice", OpKind::kInjective, fmt::format("axis={} start={} end={} step={}", axis, start, end, step), kSaveNone},
+      {x}, [axis, start, end, step](const Ins& in) { return Ins{in[0].Slice(axis, start, end, step)}; },
+      [in_shape, axis, start, end, step](const Grads& g, const Ins&, const Ins&, const Needs&) {
+        Tensor full = Tensor::Zeros(in_shape, g[0].dtype());
+        Tensor window = full.Slice(axis, start, end, step);
+        window.CopyFrom(g[0]);
+        return Grads{full};
+      });
 }
 
 Tensor Contiguous(const Tensor& x) {
   if (x.is_contiguous()) return x;
-  Tensor out = x.Clone();
-  if (ShouldRecord({x})) {
-    Record("Contiguous", {x}, {out}, [](const Grads& g, const Needs&) { return Grads{g[0]}; });
-  }
-  return out;
+  return Apply1(
+      {"Contiguous", OpKind::kInjective, "", kSaveNone}, {x}, [](const Ins& in) { return Ins{in[0].Clone()}; },
+      [](const Grads& g, const Ins&, const Ins&, const Needs&) { return Grads{g[0]}; });
 }
 
 Tensor Cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
-  TESSERA_OP_CHECK(IsFloating(x.dtype()) && IsFloating(dtype), "Cast: only floating casts are differentiable ({} -> {})",
-                   DTypeName(x.dtype()), DTypeName(dtype));
-  Tensor out = x.To(dtype);
-  if (ShouldRecord({x})) {
-    DType in_dtype = x.dtype();
-    Record("Cast", {x}, {out}, [in_dtype](const Grads& g, const Needs&) { return Grads{g[0].To(in_dtype)}; });
-  }
-  return out;
+  TESSERA_OP_CHECK(IsFloating(x.dtype()) && IsFloating(dtype),
+                   "Cast: only floating casts are differentiable ({} -> {})", DTypeName(x.dtype()), DTypeName(dtype));
+  DType in_dtype = x.dtype();
+  return Apply1(
+      {"Cast", OpKind::kElementwise, fmt::format("to={}", DTypeName(dtype)), kSaveNone}, {x},
+      [dtype](const Ins& in) { return Ins{in[0].To(dtype)}; },
+      [in_dtype](const Grads& g, const Ins&, const Ins&, const Needs&) { return Grads{g[0].To(in_dtype)}; });
 }
 
-Tensor Detach(const Tensor& x) {
+namespace {
+
+Tensor DetachNow(const Tensor& x) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = x.storage();
   impl->shape = x.shape();
@@ -112,6 +110,13 @@ Tensor Detach(const Tensor& x) {
   impl->offset = x.offset();
   impl->dtype = x.dtype();
   return Tensor(std::move(impl));
+}
+
+}  // namespace
+
+Tensor Detach(const Tensor& x) {
+  return Apply1(
+      {"Detach", OpKind::kInjective, "", kSaveNone}, {x}, [](const Ins& in) { return Ins{DetachNow(in[0])}; }, nullptr);
 }
 
 }  // namespace tessera::graph

@@ -116,8 +116,7 @@ TEST(GradCheckTest, Dropout) {
 
 TEST(GradCheckTest, AttentionAndRope) {
   Ins qkv = {Leaf({1, 2, 5, 4}, 71), Leaf({1, 2, 5, 4}, 72), Leaf({1, 2, 5, 4}, 73)};
-  ExpectGradientsMatch("attention", qkv,
-                       [](const Ins& x) { return Project(CausalAttention(x[0], x[1], x[2], 0.5f)); });
+  ExpectGradientsMatch("attention", qkv, [](const Ins& x) { return Project(CausalAttention(x[0], x[1], x[2], 0.5f)); });
   ExpectGradientsMatch("rope", {Leaf({1, 2, 3, 4}, 74)}, [](const Ins& x) { return Project(Rope(x[0])); });
   ExpectGradientsMatch("rope offset", {Leaf({2, 1, 3, 6}, 75)},
                        [](const Ins& x) { return Project(Rope(Affine(x[0], 1.5f, 0.0f), 100.0f, 4)); });
@@ -140,36 +139,40 @@ TEST(GradCheckTest, GatherScatter) {
   ExpectGradientsMatch("scatter_add", {Leaf({3, 4}, 82), Leaf({3, 2}, 83)},
                        [&](const Ins& x) { return Project(ScatterAdd(x[0], 1, index, x[1])); });
   Tensor rows = Ints({4, 0, 4, 2}, {4});
-  ExpectGradientsMatch("gather_rows", {Leaf({5, 3}, 84)}, [&](const Ins& x) { return Project(GatherRows(x[0], rows)); });
+  ExpectGradientsMatch("gather_rows", {Leaf({5, 3}, 84)},
+                       [&](const Ins& x) { return Project(GatherRows(x[0], rows)); });
   Tensor targets = Ints({1, 1, 0, 3}, {4});
   ExpectGradientsMatch("scatter_add_rows", {Leaf({4, 3}, 85)},
                        [&](const Ins& x) { return Project(ScatterAddRows(x[0], targets, 5)); });
 }
 
 TEST(GradCheckTest, ConcatAndSplit) {
-  ExpectGradientsMatch("concat", {Leaf({2, 3}, 91), Leaf({2, 2}, 92)},
-                       [](const Ins& x) { return Project(Concat({x[0], x[1]}, 1)); });
+  ExpectGradientsMatch("concat", {Leaf({2, 3}, 91), Leaf({2, 2}, 92)}, [](const Ins& x) {
+    return Project(Concat({x[0], x[1]}, 1));
+  });
   ExpectGradientsMatch("split", {Leaf({2, 5}, 93)}, [](const Ins& x) {
     std::vector<Tensor> parts = Split(x[0], {2, 3}, 1);
     return Add(Project(parts[0], 1), Project(Mul(parts[1], parts[1]), 2));
   });
   // Only one piece used: the other piece's gradient is zero-filled.
-  ExpectGradientsMatch("split partial", {Leaf({4, 3}, 94)},
-                       [](const Ins& x) { return Project(Split(x[0], {1, 3}, 0)[1]); });
+  ExpectGradientsMatch("split partial", {Leaf({4, 3}, 94)}, [](const Ins& x) {
+    return Project(Split(x[0], {1, 3}, 0)[1]);
+  });
 }
 
 TEST(GradCheckTest, ViewsAndCopies) {
   ExpectGradientsMatch("views", {Leaf({2, 3, 4}, 101), Leaf({3, 2}, 102)}, [](const Ins& x) {
-    Tensor t = Transpose(x[0], 0, 2);                    // [4, 3, 2] strided
-    Tensor c = Contiguous(t);                            // copy
-    Tensor r = Reshape(c, {4, 6});                       // view
-    Tensor s = Slice(r, 1, 1, 6, 2);                     // [4, 3] strided
+    Tensor t = Transpose(x[0], 0, 2);                      // [4, 3, 2] strided
+    Tensor c = Contiguous(t);                              // copy
+    Tensor r = Reshape(c, {4, 6});                         // view
+    Tensor s = Slice(r, 1, 1, 6, 2);                       // [4, 3] strided
     Tensor p = Permute(Reshape(s, {2, 2, 3}), {2, 0, 1});  // [3, 2, 2]
     Tensor v = View(Contiguous(p), {3, 4});
-    return Project(MatMul(Transpose(v, 0, 1), x[1]));   // [4, 3] @ [3, 2]
+    return Project(MatMul(Transpose(v, 0, 1), x[1]));  // [4, 3] @ [3, 2]
   });
-  ExpectGradientsMatch("reshape of strided", {Leaf({3, 4}, 103)},
-                       [](const Ins& x) { return Project(Reshape(Transpose(x[0], 0, 1), {2, 6})); });
+  ExpectGradientsMatch("reshape of strided", {Leaf({3, 4}, 103)}, [](const Ins& x) {
+    return Project(Reshape(Transpose(x[0], 0, 1), {2, 6}));
+  });
 }
 
 TEST(GradCheckTest, CastCarriesGradientBackInTheLeafDtype) {

@@ -4,7 +4,11 @@
 #include <unordered_set>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "tessera/base/check.h"
+#include "tessera/graph/apply.h"
+#include "tessera/graph/trace.h"
 #include "tessera/ops/elementwise/elementwise.h"
 
 namespace tessera::graph {
@@ -76,6 +80,8 @@ void Tape::Clear() {
 bool Tape::Produced(const Tensor& t) const { return t.defined() && produced_.count(t.impl()) > 0; }
 
 void Tape::Record(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outputs, BackwardFn backward) {
+  if (!InsideApply())
+    BreakTrace(fmt::format("operator '{}' is recorded without graph::Apply, so its forward is unknown", op));
   TapeEntry entry;
   entry.op = op;
   entry.input_is_leaf.resize(inputs.size());

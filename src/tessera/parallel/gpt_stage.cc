@@ -7,6 +7,7 @@
 
 #include "tessera/base/error.h"
 #include "tessera/graph/checkpoint.h"
+#include "tessera/graph/compiled_function.h"
 #include "tessera/graph/functional.h"
 #include "tessera/graph/tape.h"
 #include "tessera/parallel/expert_parallel/moe.h"
@@ -43,10 +44,9 @@ struct GptStage::Block {
 Tensor AttachAuxLoss(const Tensor& x, const Tensor& aux, float aux_grad) {
   Tensor y = x.Contiguous().View(x.shape());  // a new handle on x's data
   if (graph::ShouldRecord({x, aux})) {
-    graph::Record("AttachAuxLoss", {x, aux}, {y},
-                  [aux_grad](const std::vector<Tensor>& g, const std::vector<bool>&) {
-                    return std::vector<Tensor>{g[0], Tensor::Scalar(aux_grad, DType::kF32)};
-                  });
+    graph::Record("AttachAuxLoss", {x, aux}, {y}, [aux_grad](const std::vector<Tensor>& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{g[0], Tensor::Scalar(aux_grad, DType::kF32)};
+    });
   }
   return y;
 }
@@ -140,6 +140,7 @@ Status GptStage::BuildBlock(int layer) {
   }
   AddSegment(fmt::format("blocks.{}", layer), layer, std::move(params), std::move(partial));
   blocks_[layer] = std::move(b);
+  graphs_.erase(layer);  // a rebuilt block has new parameters: capture it again
   return Status::Ok();
 }
 
@@ -294,8 +295,8 @@ Tensor GptStage::EmbedForward(const Tensor& ids, uint64_t seed) {
   if (!vocab_embedding_) return model_->Embed(ids, seed);
   const models::GptConfig& c = model_->config();
   TESSERA_OP_CHECK(ids.defined() && ids.dim() == 2 && ids.size(1) == c.seq_len,
-                   "parallel GPT: ids must be [B, {}] (the full sequence under tensor parallelism), got {}",
-                   c.seq_len, ids.defined() ? ShapeString(ids.shape()) : "undefined");
+                   "parallel GPT: ids must be [B, {}] (the full sequence under tensor parallelism), got {}", c.seq_len,
+                   ids.defined() ? ShapeString(ids.shape()) : "undefined");
   Tensor x = vocab_embedding_->Forward(ids);  // [B, T, d] or the sequence shard
   const int64_t t = x.size(1);
   const int rank = mesh_->coord().tp;
@@ -323,8 +324,8 @@ Tensor GptStage::BlockForward(Block& block, int layer, const Tensor& x, uint64_t
     Tensor h = full_ptr->norm1().Forward(in[0]);
     return std::vector<Tensor>{tp_attn != nullptr ? tp_attn->Forward(h) : full_ptr->attn().Forward(h)};
   };
-  const Tensor a = pc_.recompute == "selective" && graph::GradEnabled() ? graph::Checkpoint(attention, {x})[0]
-                                                                         : attention({x})[0];
+  const Tensor a =
+      pc_.recompute == "selective" && graph::GradEnabled() ? graph::Checkpoint(attention, {x})[0] : attention({x})[0];
   Tensor h = graph::Add(x, ShardDropout(a, full.dropout(), training, DeriveSeed(seed, 0), c.seq_len, rank));
   Tensor n2 = full.norm2().Forward(h);
   Tensor f;
@@ -360,34 +361,60 @@ Tensor GptStage::RunSegment(int s, const Tensor& input, const MicroBatchInput& m
   const models::GptConfig& c = gpt.config();
   gpt.set_forward_count(static_cast<uint64_t>(mb.global_index));
   const uint64_t seed = gpt.BeginForward();
-  if (seg.layer < 0) return EmbedForward(mb.ids, seed);
+  using Ins = std::vector<Tensor>;
+  if (seg.layer < 0) {
+    if (!pc_.graph) return EmbedForward(mb.ids, seed);
+    return RunGraphed(seg.layer, seg.name, [this, seed](const Ins& in) { return Ins{EmbedForward(in[0], seed)}; },
+                      {mb.ids})[0];
+  }
   if (seg.layer < c.n_layers) {
     Block& block = *blocks_.at(seg.layer);
     const int layer = seg.layer;
     auto fn = [this, &block, layer, seed](const std::vector<Tensor>& in) {
       Tensor aux;
       Tensor y = BlockForward(block, layer, in[0], seed, &aux);
-      return std::vector<Tensor>{y, aux};
+      return aux.defined() ? std::vector<Tensor>{y, aux} : std::vector<Tensor>{y};
     };
-    std::vector<Tensor> out =
-        pc_.recompute == "full" && graph::GradEnabled() ? graph::Checkpoint(fn, {input}) : fn({input});
+    std::vector<Tensor> out = pc_.graph ? RunGraphed(layer, seg.name, fn, {input})
+                              : pc_.recompute == "full" && graph::GradEnabled() ? graph::Checkpoint(fn, {input})
+                                                                                : fn({input});
     const Tensor& y = out[0];
+    if (out.size() < 2 || !out[1].defined()) return y;
     const Tensor& aux = out[1];
-    if (!aux.defined()) return y;
     stats->aux_loss += aux.Item();
     stats->aux_terms += 1;
     if (c.moe.aux_loss_coef <= 0.0) return y;
     const double grad = c.moe.aux_loss_coef / moe_layers_total_ * mb.loss_scale;
     return AttachAuxLoss(y, aux, static_cast<float>(grad));
   }
-  Tensor logits = HeadLogitsLocal(input);
-  Tensor ce = pc_.tp == 1 ? graph::CrossEntropy(logits, mb.targets)
-                          : VocabParallelCrossEntropy(logits, mb.targets, vocab_embedding_
-                                                                              ? vocab_embedding_->vocab_start()
-                                                                              : mesh_->coord().tp * logits.size(-1),
-                                                      &mesh_->tp());
+  auto head = [this](const Ins& in) {
+    Tensor logits = HeadLogitsLocal(in[0]);
+    return Ins{pc_.tp == 1 ? graph::CrossEntropy(logits, in[1])
+                           : VocabParallelCrossEntropy(logits, in[1],
+                                                       vocab_embedding_ ? vocab_embedding_->vocab_start()
+                                                                        : mesh_->coord().tp * logits.size(-1),
+                                                       &mesh_->tp())};
+  };
+  Tensor ce = pc_.graph ? RunGraphed(seg.layer, seg.name, head, {input, mb.targets})[0] : head({input, mb.targets})[0];
   stats->ce_loss += ce.Item();
   return graph::Scale(ce, mb.loss_scale);
+}
+
+std::vector<Tensor> GptStage::RunGraphed(int layer, const std::string& name,
+                                         const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+                                         const std::vector<Tensor>& inputs) {
+  auto& [graph_name, function] = graphs_[layer];
+  if (!function) {
+    graph_name = name;
+    function = std::make_shared<graph::GraphFunction>(name);
+  }
+  return function->Call(fn, inputs);
+}
+
+std::vector<std::pair<std::string, const graph::GraphFunction*>> GptStage::GraphFunctions() const {
+  std::vector<std::pair<std::string, const graph::GraphFunction*>> out;
+  for (const auto& [layer, entry] : graphs_) out.emplace_back(entry.first, entry.second.get());
+  return out;
 }
 
 Status GptStage::SyncPartialGradients(int s) {

@@ -37,6 +37,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -48,6 +50,10 @@
 #include "tessera/parallel/parallel_config.h"
 #include "tessera/parallel/zero.h"
 
+namespace tessera::graph {
+class GraphFunction;
+}  // namespace tessera::graph
+
 namespace tessera::parallel {
 
 // y = x in the forward pass; the backward pass passes y's gradient to x and
@@ -56,15 +62,15 @@ namespace tessera::parallel {
 Tensor AttachAuxLoss(const Tensor& x, const Tensor& aux, float aux_grad);
 
 struct MicroBatchInput {
-  Tensor ids;                 // [B, T] (first virtual stage)
-  Tensor targets;             // [B, T] (last virtual stage)
-  int64_t global_index = 0;   // micro-batch index in the whole run (dropout stream)
-  float loss_scale = 1.0f;    // multiplies the loss before backward
+  Tensor ids;                // [B, T] (first virtual stage)
+  Tensor targets;            // [B, T] (last virtual stage)
+  int64_t global_index = 0;  // micro-batch index in the whole run (dropout stream)
+  float loss_scale = 1.0f;   // multiplies the loss before backward
 };
 
 struct MicroBatchStats {
-  double ce_loss = 0;  // sum of the micro-batches' cross-entropy (last stage)
-  double aux_loss = 0; // sum of the MoE layers' aux losses run here
+  double ce_loss = 0;   // sum of the micro-batches' cross-entropy (last stage)
+  double aux_loss = 0;  // sum of the MoE layers' aux losses run here
   int64_t aux_terms = 0;
 };
 
@@ -80,14 +86,14 @@ class ColumnParallelLinear;
 class GptStage {
  public:
   struct Segment {
-    std::string name;  // "embed", "blocks.3", "head"
-    int layer = -1;    // block index; -1 embed; n_layers head
-    std::vector<int> buckets;  // ZeRO buckets of this segment's parameters (reduced after its backward)
-    std::vector<int> uses;     // buckets it reads (gathered around it under ZeRO-3): its own, and the
-                               // embedding's for a head tied to an embedding on this rank
+    std::string name;                   // "embed", "blocks.3", "head"
+    int layer = -1;                     // block index; -1 embed; n_layers head
+    std::vector<int> buckets;           // ZeRO buckets of this segment's parameters (reduced after its backward)
+    std::vector<int> uses;              // buckets it reads (gathered around it under ZeRO-3): its own, and the
+                                        // embedding's for a head tied to an embedding on this rank
     std::vector<Tensor> partial_grads;  // replicated parameters with per-rank partial gradients
                                         // (sequence parallelism): summed over tp before reduction
-    bool tied_embedding = false;  // holds an embedding tied across stages (SyncTiedEmbedding first)
+    bool tied_embedding = false;        // holds an embedding tied across stages (SyncTiedEmbedding first)
   };
 
   static StatusOr<std::unique_ptr<GptStage>> Create(const models::GptConfig& model, const ParallelConfig& config,
@@ -127,6 +133,9 @@ class GptStage {
   int64_t local_parameters() const { return local_parameters_; }
   // This rank's parameters by full name (values as held here: shards under tp/ep).
   std::vector<graph::NamedTensor> NamedParameters() const;
+  // Graph mode (ParallelConfig::graph): the graph function of each segment
+  // run so far, by segment name ("embed", "blocks.3", "head").
+  std::vector<std::pair<std::string, const graph::GraphFunction*>> GraphFunctions() const;
 
   struct Block;
 
@@ -138,6 +147,10 @@ class GptStage {
   Tensor BlockForward(Block& block, int layer, const Tensor& x, uint64_t seed, Tensor* aux);
   Tensor EmbedForward(const Tensor& ids, uint64_t seed);
   Tensor HeadLogitsLocal(const Tensor& x);  // [B, T, V/tp]
+  // Runs fn(inputs) through the graph function of `layer` (graph mode).
+  std::vector<Tensor> RunGraphed(int layer, const std::string& name,
+                                 const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+                                 const std::vector<Tensor>& inputs);
 
   const DeviceMesh* mesh_ = nullptr;
   ParallelConfig pc_;
@@ -146,13 +159,14 @@ class GptStage {
   std::vector<Segment> segments_;
   std::vector<std::vector<int>> chunks_;  // segment indices per chunk
   std::vector<ZeroBucketSpec> bucket_specs_;
-  std::vector<std::unique_ptr<Block>> blocks_;  // by layer (null when not on this rank)
+  std::vector<std::unique_ptr<Block>> blocks_;               // by layer (null when not on this rank)
   std::unique_ptr<VocabParallelEmbedding> vocab_embedding_;  // tp > 1
-  std::unique_ptr<ColumnParallelLinear> vocab_head_;          // tp > 1, untied
+  std::unique_ptr<ColumnParallelLinear> vocab_head_;         // tp > 1, untied
   std::vector<graph::NamedTensor> named_params_;
   int moe_layers_total_ = 0;
-  bool tied_copy_ = false;     // the last stage's copy of a tied embedding
-  bool tied_master_ = false;   // the first stage's embedding, tied to a copy elsewhere
+  std::map<int, std::pair<std::string, std::shared_ptr<graph::GraphFunction>>> graphs_;  // by layer (-1 embed)
+  bool tied_copy_ = false;    // the last stage's copy of a tied embedding
+  bool tied_master_ = false;  // the first stage's embedding, tied to a copy elsewhere
   int64_t local_parameters_ = 0;
 };
 

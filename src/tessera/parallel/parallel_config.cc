@@ -40,9 +40,10 @@ Status ValidateParallelConfig(const ParallelConfig& c, const models::GptConfig& 
   }
   if (c.virtual_stages < 1) return InvalidArgument("parallel.virtual_stages = {} must be >= 1", c.virtual_stages);
   if (c.schedule == "interleaved" && c.virtual_stages < 2) {
-    return InvalidArgument("parallel.schedule = 'interleaved' needs parallel.virtual_stages >= 2 (got {}; use '1f1b' "
-                           "for one chunk per stage)",
-                           c.virtual_stages);
+    return InvalidArgument(
+        "parallel.schedule = 'interleaved' needs parallel.virtual_stages >= 2 (got {}; use '1f1b' "
+        "for one chunk per stage)",
+        c.virtual_stages);
   }
   if (c.virtual_stages > 1 && c.schedule != "interleaved") {
     return InvalidArgument("parallel.virtual_stages = {} needs parallel.schedule = 'interleaved' (got '{}')",
@@ -51,21 +52,35 @@ Status ValidateParallelConfig(const ParallelConfig& c, const models::GptConfig& 
   if (c.recompute != "none" && c.recompute != "selective" && c.recompute != "full") {
     return InvalidArgument("train.recompute = '{}' must be 'none', 'selective' or 'full'", c.recompute);
   }
+  if (c.graph && c.recompute != "none") {
+    return InvalidArgument(
+        "train.graph = true with train.recompute = '{}': graph mode keeps only the activations "
+        "its backward reads; set train.recompute = 'none'",
+        c.recompute);
+  }
+  if (c.graph && m.dropout > 0) {
+    return InvalidArgument(
+        "train.graph = true needs model.dropout = 0 (got {}): dropout masks are seeded per step, "
+        "and a captured graph would replay the first step's mask",
+        m.dropout);
+  }
   if (c.precision != "fp32" && c.precision != "bf16" && c.precision != "fp16") {
     return InvalidArgument("train.precision = '{}' must be 'fp32', 'bf16' or 'fp16'", c.precision);
   }
   if (c.sequence_parallel && c.tp == 1) {
-    return InvalidArgument("parallel.sequence_parallel needs parallel.tp > 1 (it shards the tensor-parallel "
-                           "group's norm and dropout regions)");
+    return InvalidArgument(
+        "parallel.sequence_parallel needs parallel.tp > 1 (it shards the tensor-parallel "
+        "group's norm and dropout regions)");
   }
   if (c.sequence_parallel && m.seq_len % c.tp != 0) {
     return InvalidArgument("parallel.sequence_parallel: model.seq_len = {} must be divisible by parallel.tp = {}",
                            m.seq_len, c.tp);
   }
   if (m.n_heads % c.tp != 0) {
-    return InvalidArgument("parallel.tp = {} must divide model.n_heads = {} (attention heads are split across the "
-                           "tensor-parallel ranks)",
-                           c.tp, m.n_heads);
+    return InvalidArgument(
+        "parallel.tp = {} must divide model.n_heads = {} (attention heads are split across the "
+        "tensor-parallel ranks)",
+        c.tp, m.n_heads);
   }
   if (m.vocab_size % c.tp != 0) {
     return InvalidArgument("parallel.tp = {} must divide model.vocab_size = {} (vocab-parallel embedding)", c.tp,
@@ -102,8 +117,8 @@ Status ValidateParallelConfig(const ParallelConfig& c, const models::GptConfig& 
     return InvalidArgument("train.device_memory_limit = {} must be >= 0 (0 = no limit)", c.device_memory_limit);
   }
   if (!(c.loss_scale > 0) || c.loss_scale_window < 1) {
-    return InvalidArgument("train.loss_scale must be > 0 and train.loss_scale_window >= 1 (got {}, {})",
-                           c.loss_scale, c.loss_scale_window);
+    return InvalidArgument("train.loss_scale must be > 0 and train.loss_scale_window >= 1 (got {}, {})", c.loss_scale,
+                           c.loss_scale_window);
   }
   if (c.rebalance_every < 1 || !(c.rebalance_spread > 0 && c.rebalance_spread < 1)) {
     return InvalidArgument("parallel.rebalance_every = {} must be >= 1 and parallel.rebalance_spread = {} in (0, 1)",
@@ -117,13 +132,15 @@ Status ResolveElasticDp(ParallelConfig& c, const models::GptConfig& m, int64_t g
   if (c.dp != 0) return Status::Ok();
   const int per_replica = c.tp * c.pp;
   if (world_size < per_replica || world_size % per_replica != 0) {
-    return InvalidArgument("parallel.dp = 0 (elastic): the job's {} ranks are not a multiple of parallel.tp x "
-                           "parallel.pp = {}",
-                           world_size, per_replica);
+    return InvalidArgument(
+        "parallel.dp = 0 (elastic): the job's {} ranks are not a multiple of parallel.tp x "
+        "parallel.pp = {}",
+        world_size, per_replica);
   }
   c.dp = world_size / per_replica;
   Status st = ValidateParallelConfig(c, m, global_batch, micro_batch);
-  if (!st.ok()) return st.WithContext(fmt::format("parallel.dp = 0 (elastic) became {} for {} ranks", c.dp, world_size));
+  if (!st.ok())
+    return st.WithContext(fmt::format("parallel.dp = 0 (elastic) became {} for {} ranks", c.dp, world_size));
   return st;
 }
 

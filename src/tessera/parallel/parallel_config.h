@@ -15,18 +15,23 @@
 namespace tessera::parallel {
 
 struct ParallelConfig {
-  int dp = 1;                       // 0: elastic, world_size / (tp · pp) at each (re)start
+  int dp = 1;  // 0: elastic, world_size / (tp · pp) at each (re)start
   int tp = 1;
   int pp = 1;
   int ep = 1;
-  int zero = 0;                     // ZeRO stage 0–3
+  int zero = 0;  // ZeRO stage 0–3
   // Gradient compression of the data-parallel reductions (comm/compress):
   // none | bf16 | fp16 | int8 | fp8 | topk:F, with error feedback.
   std::string grad_compression = "none";
-  bool sequence_parallel = false;   // with tp > 1
-  std::string schedule = "1f1b";    // gpipe | 1f1b | interleaved
-  int virtual_stages = 1;           // model chunks per pipeline stage (interleaved)
-  std::string recompute = "none";   // none | selective | full
+  bool sequence_parallel = false;  // with tp > 1
+  std::string schedule = "1f1b";   // gpipe | 1f1b | interleaved
+  int virtual_stages = 1;          // model chunks per pipeline stage (interleaved)
+  std::string recompute = "none";  // none | selective | full
+  // Graph mode (train.graph): each segment (embedding, block, head) is
+  // captured into a static graph on its first micro-batch, optimized and
+  // replayed (graph/compiled_function.h); segments that cannot be captured
+  // (MoE routing reads data on the host) stay eager.
+  bool graph = false;
   std::string precision = "fp32";   // fp32 | bf16 | fp16 (fp32 master weights)
   bool offload_optimizer = false;   // optimizer state in the host memory tier
   int64_t device_memory_limit = 0;  // bytes; 0 = no limit

@@ -314,7 +314,17 @@ void Tensor::Fill(double value) {
                 [&](int64_t o, int64_t) { WriteFromDouble(base + o * es, dt, value); });
 }
 
+namespace {
+thread_local HostReadHook g_host_read_hook = nullptr;
+void NoteHostRead(const char* what) {
+  if (g_host_read_hook != nullptr) g_host_read_hook(what);
+}
+}  // namespace
+
+void SetHostReadHook(HostReadHook hook) { g_host_read_hook = hook; }
+
 std::vector<float> Tensor::ToFloatVector() const {
+  NoteHostRead("ToFloatVector");
   std::vector<float> out;
   out.reserve(numel());
   const char* base = static_cast<const char*>(impl_->storage->data());
@@ -327,6 +337,7 @@ std::vector<float> Tensor::ToFloatVector() const {
 }
 
 std::vector<int64_t> Tensor::ToIntVector() const {
+  NoteHostRead("ToIntVector");
   std::vector<int64_t> out;
   out.reserve(numel());
   const char* base = static_cast<const char*>(impl_->storage->data());
@@ -344,6 +355,7 @@ std::vector<int64_t> Tensor::ToIntVector() const {
 
 double Tensor::Item() const {
   TESSERA_CHECK(numel() == 1, "Item() of a tensor with {} elements", numel());
+  NoteHostRead("Item");
   return ReadAsDouble(raw_data(), dtype());
 }
 

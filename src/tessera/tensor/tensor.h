@@ -126,6 +126,12 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
+// Host reads of tensor data (Item, ToIntVector, ToFloatVector) call this
+// thread's hook first when one is set: graph capture (graph/trace.h) uses it
+// to notice code whose control flow may depend on tensor values.
+using HostReadHook = void (*)(const char* what);
+void SetHostReadHook(HostReadHook hook);  // this thread; null = none
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape shape;

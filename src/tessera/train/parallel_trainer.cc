@@ -23,6 +23,7 @@
 #include "tessera/parallel/tensor_parallel/collectives.h"
 #include "tessera/train/checkpointing.h"
 #include "tessera/train/gradient_guard.h"
+#include "tessera/train/graph_mode_report.h"
 #include "tessera/train/layer_costs.h"
 #include "tessera/train/progress.h"
 #include "tessera/train/report.h"
@@ -53,8 +54,7 @@ nlohmann::json TimelineJson(const std::vector<parallel::TimelineEvent>& events) 
 
 ParallelTrainer::~ParallelTrainer() = default;
 
-StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(const TrainConfig& config,
-                                                                   comm::Communicator& world,
+StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(const TrainConfig& config, comm::Communicator& world,
                                                                    const ParallelTrainerOptions& options) {
   TrainConfig resolved = config;
   TESSERA_RETURN_IF_ERROR(parallel::ResolveElasticDp(resolved.parallel, resolved.model, resolved.train.global_batch,
@@ -102,9 +102,9 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(const TrainCo
   }
   TESSERA_RETURN_IF_ERROR(t->BuildStage(first_layer));
   if (pc.rebalance && pc.pp * pc.virtual_stages > 1) {
-    t->rebalancer_ = std::make_unique<StageRebalancer>(
-        t->layer_costs_, std::vector<int>(first_layer.begin(), first_layer.end() - 1), pc.rebalance_spread,
-        StageRebalancer::kDefaultMaxMoves);
+    t->rebalancer_ =
+        std::make_unique<StageRebalancer>(t->layer_costs_, std::vector<int>(first_layer.begin(), first_layer.end() - 1),
+                                          pc.rebalance_spread, StageRebalancer::kDefaultMaxMoves);
   }
   t->loss_scale_ = pc.precision == "fp16" ? pc.loss_scale : 1.0;
   TESSERA_RETURN_IF_ERROR(t->SetUpCheckpoints());
@@ -168,11 +168,11 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   auto message = [&](const std::string& line) {
     if (is_rank0_) progress.Message(line);
   };
-  message(fmt::format("tessera train '{}' on {} ranks: mesh {}, ZeRO-{}, {} precision, schedule {}, recompute {}; "
-                      "{} params, {} steps x {} seqs x {} tokens, {} threads per rank",
-                      config_.name, world_.size(), pc.mesh().ToString(), pc.zero, pc.precision, pc.schedule,
-                      pc.recompute, stage_->model().NumParameters(), t.steps, t.global_batch,
-                      config_.model.seq_len, hal::NumThreads()));
+  message(
+      fmt::format("tessera train '{}' on {} ranks: mesh {}, ZeRO-{}, {} precision, schedule {}, recompute {}; "
+                  "{} params, {} steps x {} seqs x {} tokens, {} threads per rank",
+                  config_.name, world_.size(), pc.mesh().ToString(), pc.zero, pc.precision, pc.schedule, pc.recompute,
+                  stage_->model().NumParameters(), t.steps, t.global_batch, config_.model.seq_len, hal::NumThreads()));
 
   hal::CpuDevice().allocator().ResetPeak();
   stage_->model().SetTraining(true);
@@ -185,14 +185,14 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   ReportData report;
   parallel::StepResult traced;
   // The step whose timeline goes into report.html (and trace.json).
-  const int64_t timeline_step = options_.trace_step > 0 ? std::min(options_.trace_step, t.steps)
-                                                       : std::min<int64_t>(first_step_ + 1, t.steps);
+  const int64_t timeline_step =
+      options_.trace_step > 0 ? std::min(options_.trace_step, t.steps) : std::min<int64_t>(first_step_ + 1, t.steps);
   if (!resumed_from_.empty()) message(fmt::format("resumed from {} (step {})", resumed_from_, first_step_ - 1));
   CheckpointSchedule schedule(config_.checkpoint);
   GradientGuard guard(config_.guard);
   // A time-based schedule is decided on rank 0 (clocks differ) and broadcast.
-  const bool time_based = config_.checkpoint.every_seconds > 0 ||
-                          (config_.checkpoint.every <= 0 && config_.checkpoint.mtbf_hours > 0);
+  const bool time_based =
+      config_.checkpoint.every_seconds > 0 || (config_.checkpoint.every <= 0 && config_.checkpoint.mtbf_hours > 0);
   auto last_save = Clock::now();
   for (int64_t step = first_step_; step <= t.steps; ++step) {
     const auto s0 = Clock::now();
@@ -211,7 +211,8 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
     if (!std::isfinite(loss)) {
       return Aborted("training loss became {} at step {} (lower train.lr or enable train.grad_clip)", loss, step);
     }
-    const int64_t inject = options_.inject_overflow_step > 0 ? options_.inject_overflow_step : kInjectOverflowStep.Get();
+    const int64_t inject =
+        options_.inject_overflow_step > 0 ? options_.inject_overflow_step : kInjectOverflowStep.Get();
     if (inject == step) zero_->ScaleGradients(std::numeric_limits<double>::infinity());
     InjectGradientFaults(step);
     std::string mismatch;
@@ -259,7 +260,9 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
                             grad_norm, loss_scale_));
       } else {
         message(fmt::format("step {}: {} ({}); update skipped", step, VerdictName(verdict), why));
-        Event({{"event", "step_skipped"}, {"step", step}, {"reason", std::string(VerdictName(verdict))},
+        Event({{"event", "step_skipped"},
+               {"step", step},
+               {"reason", std::string(VerdictName(verdict))},
                {"detail", why}});
       }
     }
@@ -284,8 +287,12 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
     report.steps.push_back({step, loss, tps, step_s});
     if (is_rank0_) progress.Update({step, loss, lr, tps, grad_norm, Seconds(start, s1)});
     if (record) {
-      nlohmann::json row = {{"step", step},          {"loss", loss},     {"lr", lr},
-                            {"grad_norm", grad_norm}, {"step_s", step_s}, {"tokens_per_s", tps},
+      nlohmann::json row = {{"step", step},
+                            {"loss", loss},
+                            {"lr", lr},
+                            {"grad_norm", grad_norm},
+                            {"step_s", step_s},
+                            {"tokens_per_s", tps},
                             {"comm_wait_s", res.comm_wait_s}};
       if (config_.model.moe.num_experts > 0) row["aux_loss"] = aux;
       if (pc.precision == "fp16") row["loss_scale"] = loss_scale_;
@@ -391,19 +398,20 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
     const double* v = &all[r * k];
     s.peak_memory_bytes = std::max<int64_t>(s.peak_memory_bytes, static_cast<int64_t>(v[0]));
     const double training_state = v[1] + v[2] + v[3];
-    ranks.push_back({{"rank", r},
-                     {"peak_memory_bytes", static_cast<int64_t>(v[0])},
-                     {"parameters_bytes", static_cast<int64_t>(v[1])},
-                     {"gradients_bytes", static_cast<int64_t>(v[2])},
-                     {"optimizer_state_bytes", static_cast<int64_t>(v[3])},
-                     {"offloaded_optimizer_state_bytes", static_cast<int64_t>(v[4])},
-                     {"activations_and_buffers_bytes", std::max<int64_t>(0, static_cast<int64_t>(v[0] - training_state))},
-                     {"comm_fraction", v[5]},
-                     {"param_sync_fraction", v[9]},
-                     {"grad_comm_s", v[10]},
-                     {"grad_comm_exposed_s", v[11]},
-                     {"grad_bytes_sent", static_cast<int64_t>(v[12])},
-                     {"grad_bytes_fp32_equivalent", static_cast<int64_t>(v[13])}});
+    ranks.push_back(
+        {{"rank", r},
+         {"peak_memory_bytes", static_cast<int64_t>(v[0])},
+         {"parameters_bytes", static_cast<int64_t>(v[1])},
+         {"gradients_bytes", static_cast<int64_t>(v[2])},
+         {"optimizer_state_bytes", static_cast<int64_t>(v[3])},
+         {"offloaded_optimizer_state_bytes", static_cast<int64_t>(v[4])},
+         {"activations_and_buffers_bytes", std::max<int64_t>(0, static_cast<int64_t>(v[0] - training_state))},
+         {"comm_fraction", v[5]},
+         {"param_sync_fraction", v[9]},
+         {"grad_comm_s", v[10]},
+         {"grad_comm_exposed_s", v[11]},
+         {"grad_bytes_sent", static_cast<int64_t>(v[12])},
+         {"grad_bytes_fp32_equivalent", static_cast<int64_t>(v[13])}});
     grad_comm_sum += v[10];
     grad_wait_sum += v[11];
     grad_sent_sum += v[12];
@@ -415,41 +423,43 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   }
   const double max_stage = *std::max_element(stage_compute.begin(), stage_compute.end());
   const double min_stage = *std::min_element(stage_compute.begin(), stage_compute.end());
-  s.parallel = {{"world_size", world},
-                {"mesh", pc.mesh().ToString()},
-                {"zero", pc.zero},
-                {"precision", pc.precision},
-                {"schedule", pc.schedule},
-                {"recompute", pc.recompute},
-                // Gradient reductions over all ranks and steps (docs/comm.md, Compressed collectives).
-                // (flat keys: the report's table shows them)
-                {"grad_compression", pc.grad_compression},
-                {"grad_bytes_sent", static_cast<int64_t>(grad_sent_sum)},
-                {"grad_bytes_fp32_equivalent", static_cast<int64_t>(grad_fp32_sum)},
-                {"grad_bytes_ratio", grad_fp32_sum > 0 ? grad_sent_sum / grad_fp32_sum : 1.0},
-                {"comm_fraction", comm_fraction_sum / world},
-                {"param_sync_fraction", sync_fraction_sum / world},
-                // Gradient reductions over the timed steps: the time they ran
-                // and the part of it ranks waited for; the rest was hidden
-                // behind the backward pass (null: no gradient communication).
-                {"grad_comm_s", grad_comm_sum / world},
-                {"grad_comm_exposed_s", grad_wait_sum / world},
-                {"grad_comm_hidden_fraction",
-                 grad_comm_sum > 0 ? nlohmann::json(std::clamp(1.0 - grad_wait_sum / grad_comm_sum, 0.0, 1.0))
-                                   : nlohmann::json(nullptr)},
-                {"bubble_fraction", bubble_fraction_sum / world},
-                {"stage_compute_s", stage_compute},
-                {"stage_balance_spread", max_stage > 0 ? (max_stage - min_stage) / max_stage : 0.0},
-                {"layers_per_chunk", stage_->first_layer()},
-                {"rebalance", RebalanceJson()},
-                {"measured_layer_costs_s", layer_costs_},
-                {"predicted_stage_spread",
-                 layer_costs_.empty()
-                     ? 0.0
-                     : parallel::UtilizationSpread(parallel::PartCosts(
-                           layer_costs_, std::vector<int>(stage_->first_layer().begin(),
-                                                          stage_->first_layer().end() - 1)))},
-                {"ranks", ranks}};
+  s.parallel = {
+      {"world_size", world},
+      {"mesh", pc.mesh().ToString()},
+      {"zero", pc.zero},
+      {"precision", pc.precision},
+      {"schedule", pc.schedule},
+      {"recompute", pc.recompute},
+      {"graph", pc.graph},
+      // Gradient reductions over all ranks and steps (docs/comm.md, Compressed collectives).
+      // (flat keys: the report's table shows them)
+      {"grad_compression", pc.grad_compression},
+      {"grad_bytes_sent", static_cast<int64_t>(grad_sent_sum)},
+      {"grad_bytes_fp32_equivalent", static_cast<int64_t>(grad_fp32_sum)},
+      {"grad_bytes_ratio", grad_fp32_sum > 0 ? grad_sent_sum / grad_fp32_sum : 1.0},
+      {"comm_fraction", comm_fraction_sum / world},
+      {"param_sync_fraction", sync_fraction_sum / world},
+      // Gradient reductions over the timed steps: the time they ran
+      // and the part of it ranks waited for; the rest was hidden
+      // behind the backward pass (null: no gradient communication).
+      {"grad_comm_s", grad_comm_sum / world},
+      {"grad_comm_exposed_s", grad_wait_sum / world},
+      {"grad_comm_hidden_fraction", grad_comm_sum > 0
+                                        ? nlohmann::json(std::clamp(1.0 - grad_wait_sum / grad_comm_sum, 0.0, 1.0))
+                                        : nlohmann::json(nullptr)},
+      {"bubble_fraction", bubble_fraction_sum / world},
+      {"stage_compute_s", stage_compute},
+      {"stage_balance_spread", max_stage > 0 ? (max_stage - min_stage) / max_stage : 0.0},
+      {"layers_per_chunk", stage_->first_layer()},
+      {"rebalance", RebalanceJson()},
+      {"measured_layer_costs_s", layer_costs_},
+      {"predicted_stage_spread",
+       layer_costs_.empty()
+           ? 0.0
+           : parallel::UtilizationSpread(parallel::PartCosts(
+                 layer_costs_, std::vector<int>(stage_->first_layer().begin(), stage_->first_layer().end() - 1)))},
+      {"ranks", ranks}};
+  if (pc.graph) s.parallel["graph_segments_rank0"] = GraphModeJson(*stage_);
   TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> timelines,
                            comm::AllGatherStrings(world_, TimelineJson(traced.timeline).dump()));
   if (record) {
@@ -471,7 +481,8 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
                                 {"dur", ev.duration_s * 1e6}});
         report.timeline.push_back(std::move(ev));
       }
-      trace_events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r}, {"args", {{"name", fmt::format("rank {}", r)}}}});
+      trace_events.push_back(
+          {{"name", "process_name"}, {"ph", "M"}, {"pid", r}, {"args", {{"name", fmt::format("rank {}", r)}}}});
     }
     AddRunHistory(run_dir, &report);
     TESSERA_RETURN_IF_ERROR(WriteReportHtml(run_dir + "/report.html", config_.name, report));
@@ -487,14 +498,14 @@ Status ParallelTrainer::RunImpl(TrainSummary* summary) {
   message(fmt::format("gradient reductions ({}): {:.1f} MiB sent over all ranks, fp32 would send {:.1f} MiB ({:.3f}x)",
                       pc.grad_compression, grad_sent_sum / 1048576.0, grad_fp32_sum / 1048576.0,
                       grad_fp32_sum > 0 ? grad_sent_sum / grad_fp32_sum : 1.0));
+  if (pc.graph) message(GraphModeLine(s.parallel["graph_segments_rank0"]));
   message(fmt::format(
       "done: {} steps in {:.1f}s | final loss {:.4f} | eval loss {:.4f} | {} {:.4f} (chance {:.4f}) | "
       "{:.0f} tokens/s | MFU {:.1f}% | comm {:.1f}% of step (parameter sync {:.1f}%) | bubble {:.1f}% | peak memory "
       "{:.1f} MiB (max over ranks){}",
       s.steps, s.wall_s, s.final_loss, s.eval.loss, s.metric_name, s.eval.metric, s.chance_metric, s.tokens_per_s,
       100 * s.mfu, 100 * comm_fraction_sum / world, 100 * sync_fraction_sum / world, 100 * bubble_fraction_sum / world,
-      s.peak_memory_bytes / 1048576.0,
-      record ? " | " + run_dir + "/summary.json, report.html" : ""));
+      s.peak_memory_bytes / 1048576.0, record ? " | " + run_dir + "/summary.json, report.html" : ""));
   if (summary != nullptr) *summary = s;
   return Status::Ok();
 }

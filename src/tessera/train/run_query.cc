@@ -80,18 +80,21 @@ StatusOr<TrainSummary> RunTrainQuery(const TrainQuery& q) {
   TESSERA_ASSIGN_OR_RETURN(comm::JobEnv job, comm::ReadJobEnv());
   if (config.is_image_model()) {
     if (config.parallel.dp > 1 && config.parallel.dp != job.world_size) {
-      return InvalidArgument("parallel.dp = {} but the job has {} rank(s): image models train data-parallel over "
-                             "every launched rank (leave parallel.dp at 1 or 0, or set it to the rank count)",
-                             config.parallel.dp, job.world_size);
+      return InvalidArgument(
+          "parallel.dp = {} but the job has {} rank(s): image models train data-parallel over "
+          "every launched rank (leave parallel.dp at 1 or 0, or set it to the rank count)",
+          config.parallel.dp, job.world_size);
     }
     return RunImages(config, q, job.world_size);
   }
   TESSERA_RETURN_IF_ERROR(parallel::ResolveElasticDp(config.parallel, config.model, config.train.global_batch,
                                                      config.train.micro_batch, job.world_size));
-  if (config.parallel.is_parallel() || job.world_size > 1) return RunParallel(config, q);
+  // Graph mode lives in the parallel runtime (parallel/gpt_stage.h), which runs one process too.
+  if (config.parallel.is_parallel() || job.world_size > 1 || config.parallel.graph) return RunParallel(config, q);
   if (config.parallel.recompute != "none") {
-    TLOG(WARN, "train.recompute = '{}' is done by the parallel runtime; the single-process trainer keeps every "
-               "activation (run it under `tessera launch` with a parallel layout to recompute)",
+    TLOG(WARN,
+         "train.recompute = '{}' is done by the parallel runtime; the single-process trainer keeps every "
+         "activation (run it under `tessera launch` with a parallel layout to recompute)",
          config.parallel.recompute);
   }
   TrainerOptions options;

@@ -93,6 +93,9 @@ void BindAll(ConfigSchema& s, TrainConfig& c, EnumText& e, int64_t& model_seed) 
   parallel::ParallelConfig& p = c.parallel;
   s.Bind("train.precision", &p.precision, "fp32 | bf16 | fp16 compute (fp32 master weights and gradients)");
   s.Bind("train.recompute", &p.recompute, "activation recompute: none | selective | full");
+  s.Bind("train.graph", &p.graph,
+         "graph mode: capture each segment into a static graph, optimize it (dead code, constants, common "
+         "subexpressions, fusion, memory plan) and replay it (docs/graph-mode.md)");
   s.Bind("train.offload_optimizer", &p.offload_optimizer, "keep optimizer state in the host memory tier");
   s.Bind("train.device_memory_limit", &p.device_memory_limit,
          "device-memory budget per rank in bytes (0 = none); over it, optimizer state is offloaded to the host "
@@ -233,9 +236,10 @@ Status TrainConfig::Validate() const {
   }
   if (checkpoint.every < 0 || checkpoint.every_seconds < 0 || checkpoint.mtbf_hours < 0 || checkpoint.keep < 1 ||
       checkpoint.memory_every < 0) {
-    return InvalidArgument("checkpoint.every, every_seconds, mtbf_hours, memory_every must be >= 0 and checkpoint.keep >= 1 "
-                           "(got {}, {}, {}, {})",
-                           checkpoint.every, checkpoint.every_seconds, checkpoint.mtbf_hours, checkpoint.keep);
+    return InvalidArgument(
+        "checkpoint.every, every_seconds, mtbf_hours, memory_every must be >= 0 and checkpoint.keep >= 1 "
+        "(got {}, {}, {}, {})",
+        checkpoint.every, checkpoint.every_seconds, checkpoint.mtbf_hours, checkpoint.keep);
   }
   if (guard.spike_factor < 0 || (guard.spike_factor > 0 && guard.spike_factor <= 1) || guard.spike_window < 1) {
     return InvalidArgument("guard.spike_factor must be 0 (off) or > 1 and guard.spike_window >= 1 (got {}, {})",
@@ -244,8 +248,7 @@ Status TrainConfig::Validate() const {
   if (guard.on_failure != "skip" && guard.on_failure != "rollback") {
     return InvalidArgument("guard.on_failure must be 'skip' or 'rollback', got '{}'", guard.on_failure);
   }
-  TESSERA_RETURN_IF_ERROR(
-      parallel::ValidateParallelConfig(parallel, model, train.global_batch, train.micro_batch));
+  TESSERA_RETURN_IF_ERROR(parallel::ValidateParallelConfig(parallel, model, train.global_batch, train.micro_batch));
   if (is_image_model()) return Status::Ok();
   if (data.kind != "arithmetic" && data.kind != "text" && data.kind != "shards") {
     return InvalidArgument("data.kind must be 'arithmetic', 'text' or 'shards', got '{}'", data.kind);
@@ -267,9 +270,10 @@ Status TrainConfig::ValidateImageRun() const {
   }
   if (data.kind == "image_folder") {
     if (data.path.size() != 1 || data.path[0].empty()) {
-      return InvalidArgument("data.path must name one folder (<path>/<class>/*.png) for data.kind = 'image_folder', "
-                             "got [{}]",
-                             fmt::join(data.path, ", "));
+      return InvalidArgument(
+          "data.path must name one folder (<path>/<class>/*.png) for data.kind = 'image_folder', "
+          "got [{}]",
+          fmt::join(data.path, ", "));
     }
     if (data.eval_path.empty() && data.eval_every < 2) {
       return InvalidArgument("data.eval_every must be >= 2 (without data.eval_path), got {}", data.eval_every);
@@ -288,14 +292,16 @@ Status TrainConfig::ValidateImageRun() const {
         p.tp, p.pp, p.ep, p.zero, p.grad_compression);
   }
   if (p.precision != "fp32" || p.recompute != "none") {
-    return InvalidArgument("model.kind = 'resnet' runs fp32 without recompute so far (train.precision '{}', "
-                           "train.recompute '{}')",
-                           p.precision, p.recompute);
+    return InvalidArgument(
+        "model.kind = 'resnet' runs fp32 without recompute so far (train.precision '{}', "
+        "train.recompute '{}')",
+        p.precision, p.recompute);
   }
   if (checkpoint.memory_every > 0) {
-    return InvalidArgument("model.kind = 'resnet' saves disk checkpoints only: leave checkpoint.memory_every unset "
-                           "(got {})",
-                           checkpoint.memory_every);
+    return InvalidArgument(
+        "model.kind = 'resnet' saves disk checkpoints only: leave checkpoint.memory_every unset "
+        "(got {})",
+        checkpoint.memory_every);
   }
   return Status::Ok();
 }

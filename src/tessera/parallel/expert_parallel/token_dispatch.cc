@@ -66,6 +66,16 @@ DispatchedTokens DispatchTokens(MoeBuffer& buf, const Tensor& x, const std::vect
   d.handle = h;
   d.rows = DispatchRows(buf, *h, x, payload);
   d.weights = Tensor::FromVector(h->row_weights, {h->num_recv_rows()});
+  // Direct Record calls, not graph::Apply, on purpose (they make graph
+  // capture fall back to eager, as the host read of the gates above already
+  // does):
+  //  - they must be recorded whenever grad mode is on, even when no input
+  //    requires grad, so that every rank joins the backward exchanges
+  //    (token_dispatch.h); Apply records only when an input requires grad;
+  //  - forward and backward depend on the routing handle `h` (built by
+  //    Layout from topk_idx and the gate values read on the host), per-call
+  //    state that is not a tensor, so a replay could not recompute them
+  //    from its inputs.
   if (graph::GradEnabled()) {
     MoeBuffer* b = &buf;
     graph::Record("MoeDispatch", {x}, {d.rows}, [b, h](const std::vector<Tensor>& g, const std::vector<bool>&) {
@@ -76,8 +86,7 @@ DispatchedTokens DispatchTokens(MoeBuffer& buf, const Tensor& x, const std::vect
                   [b, h, n, k, gate_dtype](const std::vector<Tensor>& g, const std::vector<bool>&) {
                     Tensor per_row = g[0].To(DType::kF32).Contiguous();
                     Tensor out = Tensor::Empty({n, k}, DType::kF32);
-                    ThrowIfFailed(b->ReturnScalars(*h, per_row.data<float>(), out.data<float>()),
-                                  "MoE gate gradients");
+                    ThrowIfFailed(b->ReturnScalars(*h, per_row.data<float>(), out.data<float>()), "MoE gate gradients");
                     return std::vector<Tensor>{out.To(gate_dtype)};
                   });
   }
@@ -99,6 +108,9 @@ Tensor CombineTokens(MoeBuffer& buf, const DispatchedTokens& dispatched, const T
   // and weight them there (no expert-side pass).
   const bool gated = weights.impl() == dispatched.weights.impl();
   Tensor out = CombineRows(buf, *h, y, gated ? nullptr : w.data<float>(), gated);
+  // A direct Record, not graph::Apply, for the reasons given in
+  // DispatchTokens (recorded whenever grad mode is on; the routing handle is
+  // per-call state, not a tensor).
   if (graph::GradEnabled()) {
     MoeBuffer* b = &buf;
     const DType wdtype = weights.dtype();

@@ -1,14 +1,20 @@
 #include "tessera/parallel/tensor_parallel/collectives.h"
 
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
 #include "tessera/base/error.h"
-#include "tessera/graph/functional.h"
-#include "tessera/graph/tape.h"
+#include "tessera/graph/apply.h"
 
 namespace tessera::parallel {
 namespace {
 
 using Grads = std::vector<Tensor>;
 using Needs = std::vector<bool>;
+using Ins = std::vector<Tensor>;
 
 void CheckFloating(const Tensor& x, std::string_view op) {
   TESSERA_OP_CHECK(x.defined() && IsFloating(x.dtype()), "{}: needs a defined floating tensor, got {}", op,
@@ -27,6 +33,25 @@ int CheckSplitAxis(const Tensor& x, int axis, int parts, std::string_view op) {
   TESSERA_OP_CHECK(x.size(a) % parts == 0, "{}: size {} of axis {} (shape {}) is not divisible by tp = {}", op,
                    x.size(a), a, ShapeString(x.shape()), parts);
   return a;
+}
+
+// A new tensor (its own autograd identity) viewing x's data: no copy.
+Tensor Alias(const Tensor& x) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = x.storage();
+  impl->shape = x.shape();
+  impl->strides = x.strides();
+  impl->offset = x.offset();
+  impl->dtype = x.dtype();
+  return Tensor(std::move(impl));
+}
+
+// Printable attributes of a collective over `group` (and along `axis`):
+// the group's identity, rank and size.
+std::string GroupAttrs(const comm::Communicator* group, int axis = -1) {
+  std::string attrs = fmt::format("group={} rank={} size={}", fmt::ptr(group), group->rank(), group->size());
+  if (axis >= 0) attrs += fmt::format(" axis={}", axis);
+  return attrs;
 }
 
 }  // namespace
@@ -63,9 +88,9 @@ Tensor TensorAllGather(const Tensor& x, int axis, comm::Communicator* group) {
   Shape stacked = xs.shape();
   stacked.insert(stacked.begin(), p);
   Tensor buf = Tensor::Empty(stacked, xs.dtype());
-  ThrowIfFailed(group->AllGather(xs.raw_data(), buf.raw_data(), static_cast<size_t>(xs.numel()),
-                                 CommDataType(xs.dtype())),
-                "all_gather");
+  ThrowIfFailed(
+      group->AllGather(xs.raw_data(), buf.raw_data(), static_cast<size_t>(xs.numel()), CommDataType(xs.dtype())),
+      "all_gather");
   Shape out_shape = xs.shape();
   out_shape[a] *= p;
   if (a == 0) return buf.View(out_shape);
@@ -108,74 +133,78 @@ Tensor TensorShard(const Tensor& x, int axis, int rank, int size) {
   return x.Slice(a, rank * c, (rank + 1) * c).Clone();
 }
 
+// The differentiable collectives below are one Apply each (graph/apply.h):
+// they talk to the other ranks of `tp` (forward, backward or both), so they
+// are communication nodes with side effects (never removed, merged or
+// folded in graph mode). The forward/backward functions capture only the
+// axis and the group.
+
 Tensor CopyToTensorParallel(const Tensor& x, comm::Communicator* tp) {
   CheckFloating(x, "CopyToTensorParallel");
   if (IsTrivialGroup(tp)) return x;
-  Tensor out = graph::Detach(x);  // a distinct tape identity, no copy
-  if (graph::ShouldRecord({x})) {
-    graph::Record("CopyToTensorParallel", {x}, {out},
-                  [tp](const Grads& g, const Needs&) { return Grads{TensorAllReduce(g[0], tp)}; });
-  }
-  return out;
+  return graph::Apply1(
+      {"CopyToTensorParallel", graph::OpKind::kCommunication, GroupAttrs(tp), graph::kSaveNone, graph::kSaveNone, -1,
+       true},
+      {x}, [](const Ins& in) { return Ins{Alias(in[0])}; },
+      [tp](const Grads& g, const Ins&, const Ins&, const Needs&) { return Grads{TensorAllReduce(g[0], tp)}; });
 }
 
 Tensor ReduceFromTensorParallel(const Tensor& x, comm::Communicator* tp) {
   CheckFloating(x, "ReduceFromTensorParallel");
   if (IsTrivialGroup(tp)) return x;
-  Tensor out = TensorAllReduce(x, tp);
-  if (graph::ShouldRecord({x})) {
-    graph::Record("ReduceFromTensorParallel", {x}, {out}, [](const Grads& g, const Needs&) { return Grads{g[0]}; });
-  }
-  return out;
+  return graph::Apply1(
+      {"ReduceFromTensorParallel", graph::OpKind::kCommunication, GroupAttrs(tp), graph::kSaveNone, graph::kSaveNone,
+       -1, true},
+      {x}, [tp](const Ins& in) { return Ins{TensorAllReduce(in[0], tp)}; },
+      [](const Grads& g, const Ins&, const Ins&, const Needs&) { return Grads{g[0]}; });
 }
 
 Tensor GatherFromTensorParallel(const Tensor& x, int axis, comm::Communicator* tp) {
   CheckFloating(x, "GatherFromTensorParallel");
   if (IsTrivialGroup(tp)) return x;
   const int a = CheckAxis(x, axis, "GatherFromTensorParallel");
-  Tensor out = TensorAllGather(x, a, tp);
-  if (graph::ShouldRecord({x})) {
-    graph::Record("GatherFromTensorParallel", {x}, {out}, [a, tp](const Grads& g, const Needs&) {
-      return Grads{TensorShard(g[0], a, tp->rank(), tp->size())};
-    });
-  }
-  return out;
+  return graph::Apply1(
+      {"GatherFromTensorParallel", graph::OpKind::kCommunication, GroupAttrs(tp, a), graph::kSaveNone, graph::kSaveNone,
+       -1, true},
+      {x}, [a, tp](const Ins& in) { return Ins{TensorAllGather(in[0], a, tp)}; },
+      [a, tp](const Grads& g, const Ins&, const Ins&, const Needs&) {
+        return Grads{TensorShard(g[0], a, tp->rank(), tp->size())};
+      });
 }
 
 Tensor ScatterToTensorParallel(const Tensor& x, int axis, comm::Communicator* tp) {
   CheckFloating(x, "ScatterToTensorParallel");
   if (IsTrivialGroup(tp)) return x;
   const int a = CheckSplitAxis(x, axis, tp->size(), "ScatterToTensorParallel");
-  Tensor out = TensorShard(x, a, tp->rank(), tp->size());
-  if (graph::ShouldRecord({x})) {
-    graph::Record("ScatterToTensorParallel", {x}, {out},
-                  [a, tp](const Grads& g, const Needs&) { return Grads{TensorAllGather(g[0], a, tp)}; });
-  }
-  return out;
+  return graph::Apply1(
+      {"ScatterToTensorParallel", graph::OpKind::kCommunication, GroupAttrs(tp, a), graph::kSaveNone, graph::kSaveNone,
+       -1, true},
+      {x}, [a, tp](const Ins& in) { return Ins{TensorShard(in[0], a, tp->rank(), tp->size())}; },
+      [a, tp](const Grads& g, const Ins&, const Ins&, const Needs&) { return Grads{TensorAllGather(g[0], a, tp)}; });
 }
 
 Tensor AllGatherSequence(const Tensor& x, int axis, comm::Communicator* tp) {
   CheckFloating(x, "AllGatherSequence");
   if (IsTrivialGroup(tp)) return x;
   const int a = CheckAxis(x, axis, "AllGatherSequence");
-  Tensor out = TensorAllGather(x, a, tp);
-  if (graph::ShouldRecord({x})) {
-    graph::Record("AllGatherSequence", {x}, {out},
-                  [a, tp](const Grads& g, const Needs&) { return Grads{TensorReduceScatter(g[0], a, tp)}; });
-  }
-  return out;
+  return graph::Apply1(
+      {"AllGatherSequence", graph::OpKind::kCommunication, GroupAttrs(tp, a), graph::kSaveNone, graph::kSaveNone, -1,
+       true},
+      {x}, [a, tp](const Ins& in) { return Ins{TensorAllGather(in[0], a, tp)}; },
+      [a, tp](const Grads& g, const Ins&, const Ins&, const Needs&) {
+        return Grads{TensorReduceScatter(g[0], a, tp)};
+      });
 }
 
 Tensor ReduceScatterSequence(const Tensor& x, int axis, comm::Communicator* tp) {
   CheckFloating(x, "ReduceScatterSequence");
   if (IsTrivialGroup(tp)) return x;
   const int a = CheckSplitAxis(x, axis, tp->size(), "ReduceScatterSequence");
-  Tensor out = TensorReduceScatter(x, a, tp);
-  if (graph::ShouldRecord({x})) {
-    graph::Record("ReduceScatterSequence", {x}, {out},
-                  [a, tp](const Grads& g, const Needs&) { return Grads{TensorAllGather(g[0], a, tp)}; });
-  }
-  return out;
+  return graph::Apply1(
+      {"ReduceScatterSequence", graph::OpKind::kCommunication, GroupAttrs(tp, a), graph::kSaveNone, graph::kSaveNone,
+       -1, true},
+      {x}, [a, tp](const Ins& in) { return Ins{TensorReduceScatter(in[0], a, tp)}; },
+      [a, tp](const Grads& g, const Ins&, const Ins&, const Needs&) { return Grads{TensorAllGather(g[0], a, tp)}; });
 }
 
 void AllReduceGradients(const std::vector<Tensor>& params, comm::Communicator* group) {

@@ -1,8 +1,12 @@
 // VocabParallelEmbedding, VocabParallelCrossEntropy and the tied LM head.
 #include <cmath>
-#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "tessera/base/error.h"
+#include "tessera/graph/apply.h"
 #include "tessera/graph/functional.h"
 #include "tessera/graph/tape.h"
 #include "tessera/ops/loss/cross_entropy.h"
@@ -16,17 +20,9 @@ namespace {
 constexpr int64_t kIgnoreIndex = -100;
 constexpr int64_t kParallelElements = 1 << 16;  // below this, one thread
 
-// What the backward needs from the forward.
-struct CrossEntropySaved {
-  std::vector<int64_t> local_targets;  // target - vocab_start inside the shard, else -1
-  std::vector<float> row_scale;        // exp(lse_shard - lse) for counted rows, 0 for ignored ones
-  int64_t count = 0;                   // rows not ignored
-};
-
 void AllReduceFloats(std::vector<float>& v, comm::ReduceOp op, comm::Communicator* tp) {
   if (IsTrivialGroup(tp) || v.empty()) return;
-  ThrowIfFailed(tp->AllReduce(v.data(), v.data(), v.size(), comm::DataType::kFloat32, op),
-                "VocabParallelCrossEntropy");
+  ThrowIfFailed(tp->AllReduce(v.data(), v.data(), v.size(), comm::DataType::kFloat32, op), "VocabParallelCrossEntropy");
 }
 
 }  // namespace
@@ -38,8 +34,8 @@ VocabParallelEmbedding::VocabParallelEmbedding(const graph::nn::Embedding& full,
   vocab_size_ = w.size(0);
   const int size = GroupSize(tp);
   TESSERA_OP_CHECK(vocab_size_ % size == 0,
-                   "VocabParallelEmbedding: vocab_size = {} is not divisible by tp = {} (weight {})", vocab_size_,
-                   size, ShapeString(w.shape()));
+                   "VocabParallelEmbedding: vocab_size = {} is not divisible by tp = {} (weight {})", vocab_size_, size,
+                   ShapeString(w.shape()));
   vocab_start_ = GroupRank(tp) * (vocab_size_ / size);
   graph::NoGradGuard no_grad;
   weight_ = RegisterParameter("weight", TensorShard(w, 0, GroupRank(tp), size));
@@ -113,68 +109,84 @@ Tensor VocabParallelCrossEntropy(const Tensor& logits_shard, const Tensor& targe
   TESSERA_OP_CHECK(vocab_start == GroupRank(tp) * vs,
                    "VocabParallelCrossEntropy: vocab_start = {} but rank {} of tp = {} holds [{}, {})", vocab_start,
                    GroupRank(tp), GroupSize(tp), GroupRank(tp) * vs, (GroupRank(tp) + 1) * vs);
-  const std::vector<int64_t> tgt = targets.ToIntVector();
-  for (int64_t i = 0; i < n; ++i) {
-    TESSERA_OP_CHECK(tgt[i] == kIgnoreIndex || (tgt[i] >= 0 && tgt[i] < vocab),
-                     "VocabParallelCrossEntropy: target {} at {} outside [0, {}) and not {}", tgt[i], i, vocab,
-                     kIgnoreIndex);
-  }
-  // Per row, the shard's log-sum-exp (the ops kernel; no target counts) and
-  // the target logit where this shard holds it.
-  const Tensor x2d = logits_shard.Contiguous().View({n, vs});
-  auto saved = std::make_shared<CrossEntropySaved>();
-  saved->local_targets.assign(n, -1);
-  std::vector<int64_t> no_targets(n, kIgnoreIndex);
-  const Tensor lse_shard = ops::CrossEntropy(x2d, Tensor::FromInts(no_targets, {n})).lse;
-  const float* lse_local = lse_shard.data<float>();
-  std::vector<float> row_max(lse_local, lse_local + n);
-  AllReduceFloats(row_max, comm::ReduceOp::kMax, tp);
-  // [Σ_ranks exp(lse_shard - max) (n), target logit (n)] in one reduction.
-  std::vector<float> sums(2 * n, 0.0f);
-  DispatchFloating(x2d.dtype(), [&]<typename T>() {
-    const T* logits = x2d.data<T>();
-    for (int64_t i = 0; i < n; ++i) {
-      sums[i] = std::exp(lse_local[i] - row_max[i]);
-      const int64_t t = tgt[i] - vocab_start;
-      if (tgt[i] != kIgnoreIndex && t >= 0 && t < vs) {
-        saved->local_targets[i] = t;
-        sums[n + i] = ToF32(logits[i * vs + t]);
-      }
-    }
-  });
-  AllReduceFloats(sums, comm::ReduceOp::kSum, tp);
-  saved->row_scale.assign(n, 0.0f);
-  double total = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (tgt[i] == kIgnoreIndex) continue;
-    const double lse = row_max[i] + std::log(static_cast<double>(sums[i]));
-    total += lse - sums[n + i];
-    saved->row_scale[i] = static_cast<float>(std::exp(lse_local[i] - lse));
-    ++saved->count;
-  }
-  Tensor loss = Tensor::Scalar(saved->count > 0 ? total / static_cast<double>(saved->count) : 0.0, DType::kF32);
-
-  if (graph::ShouldRecord({logits_shard})) {
-    // d loss / d logit = (softmax over the full vocabulary - onehot) / count;
-    // the full softmax is the shard's softmax times exp(lse_shard - lse).
-    graph::Record("VocabParallelCrossEntropy", {logits_shard}, {loss},
-                  [x2d, saved, n, vs, shape = logits_shard.shape()](const std::vector<Tensor>& g,
-                                                                   const std::vector<bool>&) {
-                    Tensor grad = ops::Softmax(x2d.To(DType::kF32), -1);
-                    float* out = grad.data<float>();
-                    const float scale =
-                        saved->count > 0 ? static_cast<float>(g[0].Item()) / static_cast<float>(saved->count) : 0.0f;
+  // One Apply (graph/apply.h): its forward talks to the other ranks of tp
+  // (a communication node with side effects). Outputs: the loss, then what
+  // the backward needs, as tensors: local_targets [n] (int64: target -
+  // vocab_start inside the shard, else -1), row_scale [n] (fp32:
+  // exp(lse_shard - lse) for counted rows, 0 for ignored ones) and the count
+  // of rows not ignored (int64 scalar).
+  using Ins = std::vector<Tensor>;
+  return graph::Apply1(
+      {"VocabParallelCrossEntropy", graph::OpKind::kCommunication,
+       fmt::format("vocab_start={} group={} rank={} size={}", vocab_start, fmt::ptr(tp), GroupRank(tp), GroupSize(tp)),
+       graph::SaveBit(0), graph::SaveBit(1) | graph::SaveBit(2) | graph::SaveBit(3), 1, true},
+      {logits_shard, targets},
+      [n, vs, vocab, vocab_start, tp](const Ins& in) {
+        // Read without ToIntVector: this is the op's own forward, which a
+        // captured graph re-runs on new targets (not control flow outside it).
+        const Tensor targets_c = in[1].Contiguous();
+        const int64_t* tgt = targets_c.data<int64_t>();
+        for (int64_t i = 0; i < n; ++i) {
+          TESSERA_OP_CHECK(tgt[i] == kIgnoreIndex || (tgt[i] >= 0 && tgt[i] < vocab),
+                           "VocabParallelCrossEntropy: target {} at {} outside [0, {}) and not {}", tgt[i], i, vocab,
+                           kIgnoreIndex);
+        }
+        // Per row, the shard's log-sum-exp (the ops kernel; no target counts)
+        // and the target logit where this shard holds it.
+        const Tensor x2d = in[0].Contiguous().View({n, vs});
+        std::vector<int64_t> local_targets(n, -1);
+        std::vector<int64_t> no_targets(n, kIgnoreIndex);
+        const Tensor lse_shard = ops::CrossEntropy(x2d, Tensor::FromInts(no_targets, {n})).lse;
+        const float* lse_local = lse_shard.data<float>();
+        std::vector<float> row_max(lse_local, lse_local + n);
+        AllReduceFloats(row_max, comm::ReduceOp::kMax, tp);
+        // [Σ_ranks exp(lse_shard - max) (n), target logit (n)] in one reduction.
+        std::vector<float> sums(2 * n, 0.0f);
+        DispatchFloating(x2d.dtype(), [&]<typename T>() {
+          const T* logits = x2d.data<T>();
+          for (int64_t i = 0; i < n; ++i) {
+            sums[i] = std::exp(lse_local[i] - row_max[i]);
+            const int64_t t = tgt[i] - vocab_start;
+            if (tgt[i] != kIgnoreIndex && t >= 0 && t < vs) {
+              local_targets[i] = t;
+              sums[n + i] = ToF32(logits[i * vs + t]);
+            }
+          }
+        });
+        AllReduceFloats(sums, comm::ReduceOp::kSum, tp);
+        std::vector<float> row_scale(n, 0.0f);
+        int64_t count = 0;
+        double total = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+          if (tgt[i] == kIgnoreIndex) continue;
+          const double lse = row_max[i] + std::log(static_cast<double>(sums[i]));
+          total += lse - sums[n + i];
+          row_scale[i] = static_cast<float>(std::exp(lse_local[i] - lse));
+          ++count;
+        }
+        Tensor loss = Tensor::Scalar(count > 0 ? total / static_cast<double>(count) : 0.0, DType::kF32);
+        return Ins{loss, Tensor::FromInts(local_targets, {n}), Tensor::FromVector(row_scale, {n}),
+                   Tensor::Scalar(static_cast<double>(count), DType::kI64)};
+      },
+      [n, vs](const Ins& g, const Ins& in, const Ins& out, const std::vector<bool>&) {
+        // d loss / d logit = (softmax over the full vocabulary - onehot) / count;
+        // the full softmax is the shard's softmax times exp(lse_shard - lse).
+        const Tensor x2d = in[0].Contiguous().View({n, vs});
+        const int64_t* local_targets = out[1].data<int64_t>();
+        const float* row_scale = out[2].data<float>();
+        const int64_t count = *out[3].data<int64_t>();
+        Tensor grad = ops::Softmax(x2d.To(DType::kF32), -1);
+        float* dst = grad.data<float>();
+        const float scale = count > 0 ? static_cast<float>(g[0].Item()) / static_cast<float>(count) : 0.0f;
 #pragma omp parallel for schedule(static) if (n * vs > kParallelElements && n > 1)
-                    for (int64_t i = 0; i < n; ++i) {
-                      const float c = scale * saved->row_scale[i];
-                      float* row = out + i * vs;
-                      for (int64_t v = 0; v < vs; ++v) row[v] *= c;
-                      if (saved->local_targets[i] >= 0) row[saved->local_targets[i]] -= scale;
-                    }
-                    return std::vector<Tensor>{grad.View(shape).To(x2d.dtype())};
-                  });
-  }
-  return loss;
+        for (int64_t i = 0; i < n; ++i) {
+          const float c = scale * row_scale[i];
+          float* row = dst + i * vs;
+          for (int64_t v = 0; v < vs; ++v) row[v] *= c;
+          if (local_targets[i] >= 0) row[local_targets[i]] -= scale;
+        }
+        return Ins{grad.View(in[0].shape()).To(x2d.dtype()), Tensor()};
+      });
 }
 
 }  // namespace tessera::parallel

@@ -1,0 +1,31 @@
+#include "tessera/graph/trace.h"
+
+namespace tessera::graph {
+namespace {
+
+thread_local Trace* g_trace = nullptr;
+
+void OnHostRead(const char* what) {
+  BreakTrace(std::string("a host read of tensor data (") + what +
+             ") inside the captured function: what follows may depend on the data");
+}
+
+}  // namespace
+
+TraceScope::TraceScope(Trace& trace) : saved_(g_trace) {
+  g_trace = &trace;
+  SetHostReadHook(&OnHostRead);
+}
+
+TraceScope::~TraceScope() {
+  g_trace = saved_;
+  SetHostReadHook(saved_ != nullptr ? &OnHostRead : nullptr);
+}
+
+Trace* ActiveTrace() { return g_trace; }
+
+void BreakTrace(const std::string& why) {
+  if (g_trace != nullptr && g_trace->broken.empty()) g_trace->broken = why;
+}
+
+}  // namespace tessera::graph
