@@ -15,7 +15,7 @@ namespace tessera::graph {
 namespace {
 
 std::string Signature(const std::vector<Tensor>& inputs) {
-  std::string s = fmt::format("grad={};", GradEnabled());
+  std::string s = fmt::format("grad={};", GradEnabled() ? 1 : 0);
   for (const Tensor& t : inputs) {
     s += t.defined() ? fmt::format("{}{}{}{};", DTypeName(t.dtype()), ShapeString(t.shape()),
                                    t.requires_grad() ? "g" : "", t.is_contiguous() ? "" : "s")
@@ -115,6 +115,7 @@ std::unique_ptr<CompiledGraph> Compile(Graph forward, const PassOptions& options
 
 struct GraphFunction::Entry {
   int calls = 0;
+  int replays = 0;
   std::string fallback;  // non-empty: eager
   std::unique_ptr<CompiledGraph> compiled;
 };
@@ -126,6 +127,15 @@ GraphFunction::~GraphFunction() = default;
 
 const CompiledGraph* GraphFunction::compiled() const {
   return last_ != nullptr && last_->fallback.empty() ? last_->compiled.get() : nullptr;
+}
+
+std::vector<GraphFunction::SignatureInfo> GraphFunction::signatures() const {
+  std::vector<SignatureInfo> out;
+  for (const auto& [sig, e] : entries_) {
+    out.push_back({sig, sig.rfind("grad=1", 0) == 0, e->calls, e->replays, e->fallback,
+                   e->fallback.empty() ? e->compiled.get() : nullptr});
+  }
+  return out;
 }
 
 std::string GraphFunction::fallback_reason() const { return last_ != nullptr ? last_->fallback : ""; }
@@ -263,6 +273,7 @@ std::vector<Tensor> GraphFunction::Call(const Fn& fn, const std::vector<Tensor>&
     return eager;
   }
   ++replays_;
+  ++e.replays;
   return Replay(e, inputs);
 }
 

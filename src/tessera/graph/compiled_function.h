@@ -67,6 +67,17 @@ class GraphFunction {
   // per-call state for the eager runs; a replay does not call `fn`).
   std::vector<Tensor> Call(const Fn& fn, const std::vector<Tensor>& inputs);
 
+  // One captured input signature (shapes, dtypes, requires_grad, grad mode).
+  struct SignatureInfo {
+    std::string signature;  // "grad=1;fp32[4, 40, 128]g;"
+    bool training = false;  // captured with grad mode on
+    int calls = 0;
+    int replays = 0;
+    std::string fallback;  // non-empty: eager, and why
+    const CompiledGraph* compiled = nullptr;
+  };
+  std::vector<SignatureInfo> signatures() const;
+
   const std::string& name() const { return name_; }
   // The compiled graph of the last call's signature (null: eager or not yet).
   const CompiledGraph* compiled() const;

@@ -9,11 +9,23 @@ namespace tessera::train {
 nlohmann::json GraphModeJson(const parallel::GptStage& stage) {
   nlohmann::json segments = nlohmann::json::array();
   for (const auto& [name, f] : stage.GraphFunctions()) {
-    nlohmann::json j = {{"segment", name}, {"replays", f->replays()}};
-    const graph::CompiledGraph* c = f->compiled();
+    // The training signature (grad mode on) when there is one: evaluation
+    // captures its own graph of the forward.
+    std::vector<graph::GraphFunction::SignatureInfo> sigs = f->signatures();
+    if (sigs.empty()) continue;
+    const graph::GraphFunction::SignatureInfo* info = &sigs.front();
+    for (const auto& s : sigs) {
+      if (s.training) info = &s;
+    }
+    nlohmann::json j = {{"segment", name},
+                        {"signature", info->signature},
+                        {"signatures", sigs.size()},
+                        {"calls", info->calls},
+                        {"replays", info->replays}};
+    const graph::CompiledGraph* c = info->compiled;
     if (c == nullptr) {
       j["mode"] = "eager";
-      j["reason"] = f->fallback_reason();
+      j["reason"] = info->fallback.empty() ? "not captured yet" : info->fallback;
       segments.push_back(j);
       continue;
     }

@@ -46,22 +46,34 @@ Tensor VocabParallelEmbedding::Forward(const Tensor& ids) const {
                    "VocabParallelEmbedding: ids must be int64/int32, got {}",
                    ids.defined() ? DTypeName(ids.dtype()) : std::string_view("undefined"));
   if (IsTrivialGroup(tp_)) return graph::Embedding(weight_, ids);
-  const std::vector<int64_t> global = ids.ToIntVector();
-  std::vector<int64_t> local(global.size());
-  std::vector<float> mask(global.size());
-  const int64_t end = vocab_end();
-  for (size_t i = 0; i < global.size(); ++i) {
-    const int64_t id = global[i];
-    TESSERA_OP_CHECK(id >= 0 && id < vocab_size_, "VocabParallelEmbedding: id {} at {} outside [0, {})", id, i,
-                     vocab_size_);
-    const bool mine = id >= vocab_start_ && id < end;
-    local[i] = mine ? id - vocab_start_ : 0;
-    mask[i] = mine ? 1.0f : 0.0f;
-  }
-  Tensor rows = graph::Embedding(weight_, Tensor::FromInts(local, ids.shape()));
-  Shape mask_shape = ids.shape();
-  mask_shape.push_back(1);
-  Tensor partial = graph::Mul(rows, Tensor::FromVector(mask, mask_shape, rows.dtype()));
+  // This rank's row of each id (0 when another rank holds it) and a 0/1
+  // mask: an operator of its own, so graph mode replays it on new ids.
+  const int64_t start = vocab_start_, end = vocab_end(), vocab = vocab_size_;
+  const DType mask_dtype = weight_.dtype();
+  std::vector<Tensor> shard = graph::Apply(
+      {"VocabShardIds", graph::OpKind::kElementwise, fmt::format("start={} end={}", start, end)}, {ids},
+      [start, end, vocab, mask_dtype](const std::vector<Tensor>& in) {
+        const Tensor ids64 = in[0].dtype() == DType::kI64 ? in[0].Contiguous() : in[0].To(DType::kI64);
+        const int64_t* global = ids64.data<int64_t>();
+        const int64_t n = ids64.numel();
+        Tensor local = Tensor::Empty(ids64.shape(), DType::kI64);
+        Shape mask_shape = ids64.shape();
+        mask_shape.push_back(1);
+        Tensor mask = Tensor::Empty(mask_shape, DType::kF32);
+        int64_t* l = local.data<int64_t>();
+        float* m = mask.data<float>();
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t id = global[i];
+          TESSERA_OP_CHECK(id >= 0 && id < vocab, "VocabParallelEmbedding: id {} at {} outside [0, {})", id, i, vocab);
+          const bool mine = id >= start && id < end;
+          l[i] = mine ? id - start : 0;
+          m[i] = mine ? 1.0f : 0.0f;
+        }
+        return std::vector<Tensor>{local, mask_dtype == DType::kF32 ? mask : mask.To(mask_dtype)};
+      },
+      nullptr);
+  Tensor rows = graph::Embedding(weight_, shard[0]);
+  Tensor partial = graph::Mul(rows, shard[1]);  // the mask is in the weight's dtype, as rows
   if (sequence_parallel_) {
     TESSERA_OP_CHECK(partial.dim() >= 2, "VocabParallelEmbedding: sequence parallelism needs ids [..., T], got {}",
                      ShapeString(ids.shape()));
