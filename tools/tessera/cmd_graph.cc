@@ -11,14 +11,8 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "tessera/comm/api/communicator.h"
-#include "tessera/comm/store.h"
 #include "tessera/graph/compiled_function.h"
-#include "tessera/graph/functional.h"
-#include "tessera/graph/tape.h"
-#include "tessera/parallel/gpt_stage.h"
-#include "tessera/parallel/mesh.h"
-#include "tessera/tensor/rng.h"
+#include "tessera/train/stage_probe.h"
 #include "tessera/train/train_config.h"
 
 namespace tessera::cli {
@@ -48,28 +42,10 @@ Status Dump(const DumpArgs& a) {
   TESSERA_ASSIGN_OR_RETURN(train::TrainConfig config, train::TrainConfig::Load(a.config, overrides));
   if (config.is_image_model()) return Status(StatusCode::kUnimplemented, "graph dump covers GPT configs so far");
   const int64_t batch = a.micro_batch > 0 ? a.micro_batch : config.train.micro_batch;
-  TESSERA_ASSIGN_OR_RETURN(auto world, comm::Communicator::Create(comm::MakeInMemoryStore(), 0, 1));
-  TESSERA_ASSIGN_OR_RETURN(auto mesh, parallel::DeviceMesh::Create(*world, config.parallel.mesh()));
-  TESSERA_ASSIGN_OR_RETURN(auto stage, parallel::GptStage::Create(config.model, config.parallel, *mesh,
-                                                                  parallel::EvenLayerSplit(config.model.n_layers, 1)));
-  stage->model().InitParameters(config.model.seed);
+  TESSERA_ASSIGN_OR_RETURN(train::StageProbe probe, train::BuildStageProbe(config, /*graph=*/true));
+  parallel::GptStage* stage = probe.stage.get();
   // One synthetic micro-batch through every segment, forward and backward.
-  parallel::MicroBatchInput mb;
-  std::vector<int64_t> ids(batch * config.model.seq_len), targets(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    ids[i] = static_cast<int64_t>(UniformAt(1, i) * config.model.vocab_size) % config.model.vocab_size;
-    targets[i] = static_cast<int64_t>(UniformAt(2, i) * config.model.vocab_size) % config.model.vocab_size;
-  }
-  mb.ids = Tensor::FromInts(ids, {batch, config.model.seq_len});
-  mb.targets = Tensor::FromInts(targets, {batch, config.model.seq_len});
-  parallel::MicroBatchStats stats;
-  Tensor x;
-  for (int s = 0; s < stage->num_segments(); ++s) {
-    Tensor in = s == 0 ? Tensor() : graph::Detach(x);
-    if (in.defined()) in.set_requires_grad(true);
-    x = stage->RunSegment(s, in, mb, &stats);
-  }
-  graph::Backward(x);
+  train::RunForwardBackward(*stage, train::SyntheticMicroBatch(config.model, batch, 1));
   if (!a.dot_dir.empty()) std::filesystem::create_directories(a.dot_dir);
   bool found = a.segment.empty();
   for (const auto& [name, f] : stage->GraphFunctions()) {

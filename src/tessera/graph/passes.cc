@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "tessera/graph/fused_kernels.h"
+#include "tessera/graph/recompute.h"
 
 namespace tessera::graph {
 namespace {
@@ -61,8 +62,11 @@ std::vector<int> Readers(const Graph& g) {
 }  // namespace
 
 std::string PassReport::ToString() const {
-  return fmt::format("dce removed {} nodes, constant folding {}, cse merged {}, fusion {} groups of {} ops",
-                     removed_dead, folded, merged_common, fused_groups, fused_ops);
+  return fmt::format(
+      "dce removed {} nodes, constant folding {}, cse merged {}, fusion {} groups of {} ops, recompute {} nodes "
+      "(kept for the backward {:.3f} -> {:.3f} MiB)",
+      removed_dead, folded, merged_common, fused_groups, fused_ops, recomputed, kept_before_recompute_bytes / 1048576.0,
+      kept_after_recompute_bytes / 1048576.0);
 }
 
 int EliminateDeadCode(Graph& g) {
@@ -198,6 +202,12 @@ PassReport RunPasses(Graph& g, const PassOptions& options) {
   if (options.cse) r.merged_common = EliminateCommonSubexpressions(g);
   if (options.dce) r.removed_dead += EliminateDeadCode(g);
   if (options.fusion) r.fused_groups = FuseElementwise(g, &r.fused_ops);
+  if (options.recompute_budget_bytes >= 0) {
+    RecomputeReport rr = PlanRecompute(g, options.recompute_budget_bytes);
+    r.recomputed = rr.recomputed;
+    r.kept_before_recompute_bytes = rr.saved_before_bytes;
+    r.kept_after_recompute_bytes = rr.saved_after_bytes;
+  }
   return r;
 }
 

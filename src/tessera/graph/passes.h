@@ -11,11 +11,14 @@
 //                          (out-fusable + element-wise, e.g. Linear + residual
 //                          Add) become one node; the intermediate values are
 //                          never kept in the frame, and the GEMM epilogue case
-//                          runs as one kernel.
+//                          runs as one kernel;
+//   recompute planning     cheap activations the backward reads are
+//                          recomputed there instead of kept (graph/recompute.h).
 // Each pass keeps the graph's results bit-for-bit except fusion into a GEMM
 // epilogue, which is bitwise too for fp32 (ops/matmul/matmul.h).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "tessera/graph/ir.h"
@@ -27,6 +30,10 @@ struct PassOptions {
   bool constant_folding = true;
   bool cse = true;
   bool fusion = true;
+  // Recompute planner (graph/recompute.h): -1 off; 0 recompute every cheap
+  // activation that saves memory; > 0 stop once the bytes kept for the
+  // backward are at most this.
+  int64_t recompute_budget_bytes = 0;
 };
 
 struct PassReport {
@@ -35,6 +42,9 @@ struct PassReport {
   int merged_common = 0;
   int fused_groups = 0;
   int fused_ops = 0;
+  int recomputed = 0;
+  int64_t kept_before_recompute_bytes = 0;
+  int64_t kept_after_recompute_bytes = 0;
   std::string ToString() const;
 };
 

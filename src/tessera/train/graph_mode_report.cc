@@ -33,11 +33,9 @@ nlohmann::json GraphModeJson(const parallel::GptStage& stage) {
     j["mode"] = "graph";
     j["nodes_before"] = {{"forward", before.forward_nodes}, {"backward", before.backward_nodes}};
     j["nodes_after"] = {{"forward", after.forward_nodes}, {"backward", after.backward_nodes}};
-    j["passes"] = {{"dead", c->report.removed_dead},
-                   {"folded", c->report.folded},
-                   {"cse", c->report.merged_common},
-                   {"fused_groups", c->report.fused_groups},
-                   {"fused_ops", c->report.fused_ops}};
+    j["passes"] = {{"dead", c->report.removed_dead},   {"folded", c->report.folded},
+                   {"cse", c->report.merged_common},   {"fused_groups", c->report.fused_groups},
+                   {"fused_ops", c->report.fused_ops}, {"recomputed", c->report.recomputed}};
     j["arena_bytes"] = c->plan.arena_bytes;
     j["peak_live_bytes"] = c->plan.peak_live_bytes;
     j["saved_for_backward_bytes"] = c->graph_saved_bytes;
