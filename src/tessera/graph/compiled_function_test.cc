@@ -80,6 +80,34 @@ TEST(GraphMode, ReplayMatchesEagerValuesAndGradients) {
   // The plan is valid, within 10 % of the lower bound; the graph keeps less than the tape.
   EXPECT_LE(c.plan.arena_bytes, c.plan.peak_live_bytes * 11 / 10);
   EXPECT_LT(c.graph_saved_bytes, c.eager_saved_bytes);
+  // The recompute planner moved the cheap norm into the backward (values above
+  // match eager with it), and keeps less than without it.
+  EXPECT_GE(c.report.recomputed, 1) << c.graph.ToText();
+  EXPECT_LT(c.report.kept_after_recompute_bytes, c.report.kept_before_recompute_bytes);
+}
+
+TEST(GraphMode, RecomputeBudgetStopsOnceMet) {
+  Mlp mlp;
+  Tensor x = Leaf({6, 16}, 7), t = Targets(6, 1);
+  Trace trace;
+  Ins out;
+  {
+    TraceScope scope(trace);
+    out = mlp({x, t});
+  }
+  ClearTape();
+  for (int64_t budget : {int64_t{-1}, int64_t{1} << 40, int64_t{0}}) {
+    StatusOr<Graph> g = GraphFromTrace(trace, {x, t}, out);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    PassOptions options;
+    options.recompute_budget_bytes = budget;
+    std::unique_ptr<CompiledGraph> c = Compile(std::move(g).value(), options);
+    if (budget != 0) {
+      EXPECT_EQ(c->report.recomputed, 0) << budget;  // off, or already under the budget
+    } else {
+      EXPECT_GE(c->report.recomputed, 1);
+    }
+  }
 }
 
 TEST(GraphMode, InferenceReplayUnderNoGrad) {

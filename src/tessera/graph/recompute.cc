@@ -42,6 +42,17 @@ RecomputeReport PlanRecompute(Graph& g, int64_t budget_bytes) {
   std::set<int> outputs(g.outputs.begin(), g.outputs.end());
   while (budget_bytes == 0 || rep.saved_after_bytes > budget_bytes) {
     const std::set<int> kept = KeptRoots(g);
+    // Values backward nodes read directly, and roots they read through views
+    // (recomputing a root does not free it while a view of it is kept).
+    std::set<int> direct, through_view;
+    for (const Node& n : g.nodes) {
+      if (!n.backward) continue;
+      for (int v : n.inputs) {
+        if (v < 0) continue;
+        (g.values[v].alias_of >= 0 ? through_view : direct).insert(Root(g, v));
+        if (g.values[v].alias_of < 0) direct.insert(v);
+      }
+    }
     // The best candidate: the largest net saving.
     int best = -1;
     int64_t best_gain = 0;
@@ -52,8 +63,8 @@ RecomputeReport PlanRecompute(Graph& g, int64_t budget_bytes) {
       bool ok = true;
       for (int o : n.outputs) {
         if (o < 0) continue;
-        if (g.values[o].alias_of >= 0 || outputs.count(o)) ok = false;
-        if (kept.count(o)) freed += g.values[o].bytes();
+        if (g.values[o].alias_of >= 0 || outputs.count(o) || through_view.count(o)) ok = false;
+        if (kept.count(o) && direct.count(o)) freed += g.values[o].bytes();
       }
       if (!ok || freed == 0) continue;
       int64_t cost = 0;
@@ -79,6 +90,7 @@ RecomputeReport PlanRecompute(Graph& g, int64_t budget_bytes) {
         }
       }
     }
+    if (first_reader < 0) break;  // not read directly by the backward (cannot happen: freed > 0)
     Node copy = original;
     copy.recompute_of = best;
     copy.backward = true;
