@@ -104,6 +104,22 @@ void ConfigSchema::Bind(const std::string& key, bool* field, std::string help) {
                   [field] { return nlohmann::json(*field); }};
 }
 
+void ConfigSchema::BindIntOrAuto(const std::string& key, int64_t* field, std::string help) {
+  fields_[key] = {"integer or \"auto\"", std::move(help),
+                  [key, field](const toml::node& n, const std::string& where) -> Status {
+                    if (auto v = n.value_exact<std::string>(); v && *v == "auto") {
+                      *field = 0;
+                      return Status::Ok();
+                    }
+                    if (auto v = n.value_exact<int64_t>(); v && *v > 0) {
+                      *field = *v;
+                      return Status::Ok();
+                    }
+                    return TypeError(key, "a positive integer or \"auto\"", n, where);
+                  },
+                  [field] { return *field == 0 ? nlohmann::json("auto") : nlohmann::json(*field); }};
+}
+
 void ConfigSchema::Bind(const std::string& key, std::string* field, std::string help) {
   fields_[key] = {"string", std::move(help),
                   [key, field](const toml::node& n, const std::string& where) -> Status {
@@ -193,7 +209,7 @@ Status ConfigSchema::ApplyNode(const std::string& key, const toml::node& node, c
 
 Status ConfigSchema::ApplyTable(const toml::table& table, const std::string& source) {
   std::function<Status(const toml::table&, const std::string&)> walk = [&](const toml::table& t,
-                                                                             const std::string& prefix) -> Status {
+                                                                           const std::string& prefix) -> Status {
     for (const auto& [k, node] : t) {
       std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
       if (const toml::table* sub = node.as_table(); sub != nullptr && !fields_.count(key)) {

@@ -37,6 +37,8 @@ class ConfigSchema {
   void Bind(const std::string& key, std::vector<std::string>* field, std::string help);
   void Bind(const std::string& key, std::vector<int64_t>* field, std::string help);
   void Bind(const std::string& key, std::vector<int>* field, std::string help);
+  // An integer, or the string "auto" (stored as 0; written back as "auto").
+  void BindIntOrAuto(const std::string& key, int64_t* field, std::string help);
 
   // Applies every key of a parsed TOML file (`source` names it in errors).
   Status ApplyFile(const std::string& path);

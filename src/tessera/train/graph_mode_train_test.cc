@@ -9,6 +9,7 @@
 
 #include "tessera/comm/api/comm_test_util.h"
 #include "tessera/train/parallel_trainer.h"
+#include "tessera/train/auto_micro_batch.h"
 #include "tessera/train/parity_test_util.h"
 
 namespace tessera::train {
@@ -95,6 +96,37 @@ TEST(GraphModeTraining, DefaultConfigOnTheDefaultMeshMatchesEager) {
   int replays = 0;
   EXPECT_GE(ReplayedSegments(graph_s, &replays), 1) << graph_s.parallel.at("graph_segments_rank0").dump(1);
   EXPECT_GT(replays, 0) << graph_s.parallel.at("graph_segments_rank0").dump(1);
+}
+
+TEST(AutoMicroBatch, FollowsTheMemoryBudget) {
+  // global_batch 32 over dp 2: candidates 1, 2, 4, 8, 16.
+  auto pick = [](int64_t limit, bool graph) {
+    TrainConfig c = Load({"parallel.dp=2", "train.global_batch=32", "train.micro_batch=\"auto\"",
+                          fmt::format("train.device_memory_limit={}", limit), fmt::format("train.graph={}", graph)});
+    EXPECT_EQ(c.train.micro_batch, 0);
+    EXPECT_EQ(c.ToJson()["train"]["micro_batch"], "auto");
+    return ResolveAutoMicroBatch(c, 2, 2);
+  };
+  StatusOr<AutoMicroBatch> big = pick(int64_t{1} << 34, false);
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_EQ(big->micro_batch, 16);  // everything fits
+  EXPECT_GT(big->per_sample_bytes, 0);
+  // A budget that fits the state and about three sequences.
+  const int64_t tight = (big->state_bytes + big->fixed_bytes + 3 * big->per_sample_bytes) * 10 / 9 + 1;
+  StatusOr<AutoMicroBatch> small = pick(tight, false);
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  EXPECT_EQ(small->micro_batch, 2) << small->Describe();
+  // Graph mode keeps fewer activations per sequence.
+  StatusOr<AutoMicroBatch> graph = pick(int64_t{1} << 34, true);
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  EXPECT_LT(graph->per_sample_bytes, big->per_sample_bytes) << graph->Describe() << " / " << big->Describe();
+  // Not even one sequence: an error with the figures.
+  StatusOr<AutoMicroBatch> none = pick(big->state_bytes, false);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("even one sequence"), std::string::npos) << none.status().ToString();
+  // "auto" or a positive integer only.
+  EXPECT_FALSE(TrainConfig::Load(ConfigPath(), {"train.micro_batch=\"big\""}).ok());
+  EXPECT_FALSE(TrainConfig::Load(ConfigPath(), {"train.micro_batch=0"}).ok());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "tessera/train/run_query.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include <fmt/format.h>
 
@@ -8,6 +9,7 @@
 #include "tessera/comm/api/communicator.h"
 #include "tessera/comm/job_env.h"
 #include "tessera/parallel/parallel_config.h"
+#include "tessera/train/auto_micro_batch.h"
 #include "tessera/train/image_trainer.h"
 #include "tessera/train/parallel_trainer.h"
 
@@ -87,6 +89,9 @@ StatusOr<TrainSummary> RunTrainQuery(const TrainQuery& q) {
     }
     return RunImages(config, q, job.world_size);
   }
+  TESSERA_ASSIGN_OR_RETURN(AutoMicroBatch auto_mb,
+                           ResolveAutoMicroBatch(config, job.world_size, std::max(1, job.local_world_size)));
+  if (auto_mb.budget_bytes > 0 && job.rank <= 0) std::printf("%s\n", auto_mb.Describe().c_str());
   TESSERA_RETURN_IF_ERROR(parallel::ResolveElasticDp(config.parallel, config.model, config.train.global_batch,
                                                      config.train.micro_batch, job.world_size));
   // Graph mode lives in the parallel runtime (parallel/gpt_stage.h), which runs one process too.

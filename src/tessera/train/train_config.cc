@@ -75,7 +75,10 @@ void BindAll(ConfigSchema& s, TrainConfig& c, EnumText& e, int64_t& model_seed) 
 
   TrainOptions& t = c.train;
   s.Bind("train.steps", &t.steps, "optimizer steps");
-  s.Bind("train.micro_batch", &t.micro_batch, "sequences per forward/backward");
+  s.BindIntOrAuto("train.micro_batch", &t.micro_batch,
+                  "sequences per forward/backward, or \"auto\": the largest that fits train.device_memory_limit "
+                  "(else the machine's memory per local rank), from the measured per-sample activation footprint "
+                  "(train/auto_micro_batch.h)");
   s.Bind("train.global_batch", &t.global_batch, "sequences per optimizer step");
   s.Bind("train.lr", &t.lr, "peak learning rate");
   s.Bind("train.min_lr", &t.min_lr, "final learning rate of the cosine decay");
@@ -214,8 +217,13 @@ Status TrainConfig::Validate() const {
   if (is_image_model()) TESSERA_RETURN_IF_ERROR(ValidateImageRun());
   const TrainOptions& t = train;
   if (t.steps < 1) return InvalidArgument("train.steps must be >= 1, got {}", t.steps);
-  if (t.micro_batch < 1) return InvalidArgument("train.micro_batch must be >= 1, got {}", t.micro_batch);
-  if (t.global_batch < t.micro_batch || t.global_batch % t.micro_batch != 0) {
+  if (t.micro_batch < 0) return InvalidArgument("train.micro_batch must be >= 1 or \"auto\", got {}", t.micro_batch);
+  const bool auto_micro_batch = t.micro_batch == 0;  // resolved before training (train/auto_micro_batch.h)
+  if (auto_micro_batch && is_image_model()) {
+    return InvalidArgument("train.micro_batch = \"auto\" is for GPT models so far (model.kind = 'resnet')");
+  }
+  if (t.global_batch < 1) return InvalidArgument("train.global_batch must be >= 1, got {}", t.global_batch);
+  if (!auto_micro_batch && (t.global_batch < t.micro_batch || t.global_batch % t.micro_batch != 0)) {
     return InvalidArgument("train.global_batch ({}) must be a positive multiple of train.micro_batch ({})",
                            t.global_batch, t.micro_batch);
   }
@@ -248,7 +256,8 @@ Status TrainConfig::Validate() const {
   if (guard.on_failure != "skip" && guard.on_failure != "rollback") {
     return InvalidArgument("guard.on_failure must be 'skip' or 'rollback', got '{}'", guard.on_failure);
   }
-  TESSERA_RETURN_IF_ERROR(parallel::ValidateParallelConfig(parallel, model, train.global_batch, train.micro_batch));
+  TESSERA_RETURN_IF_ERROR(
+      parallel::ValidateParallelConfig(parallel, model, train.global_batch, auto_micro_batch ? 1 : train.micro_batch));
   if (is_image_model()) return Status::Ok();
   if (data.kind != "arithmetic" && data.kind != "text" && data.kind != "shards") {
     return InvalidArgument("data.kind must be 'arithmetic', 'text' or 'shards', got '{}'", data.kind);
