@@ -93,6 +93,8 @@ std::unique_ptr<CompiledGraph> Compile(Graph forward, const PassOptions& options
     if (v.producer < fwd_end && last >= fwd_end && !escaping.count(v.id)) c->graph_saved_bytes += v.bytes();
   }
   c->plan = PlanMemory(requests);
+  const std::string invalid = ValidateMemoryPlan(requests, c->plan);
+  TESSERA_CHECK(invalid.empty(), "graph memory plan: {}", invalid);
   // What the eager tape would keep after the forward: every input and output
   // of a recorded entry (TapeEntry holds them all until the backward).
   std::unordered_set<int> kept;

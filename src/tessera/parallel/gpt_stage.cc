@@ -406,7 +406,9 @@ std::vector<Tensor> GptStage::RunGraphed(int layer, const std::string& name,
   auto& [graph_name, function] = graphs_[layer];
   if (!function) {
     graph_name = name;
-    function = std::make_shared<graph::GraphFunction>(name);
+    graph::GraphOptions options;
+    options.passes.recompute_budget_bytes = pc_.graph_recompute_budget;
+    function = std::make_shared<graph::GraphFunction>(name, options);
   }
   return function->Call(fn, inputs);
 }

@@ -58,6 +58,11 @@ Status ValidateParallelConfig(const ParallelConfig& c, const models::GptConfig& 
         "its backward reads; set train.recompute = 'none'",
         c.recompute);
   }
+  if (c.graph_recompute_budget < -1) {
+    return InvalidArgument("train.graph_recompute_budget = {} must be -1 (off), 0 (all cheap activations) or a byte "
+                           "count",
+                           c.graph_recompute_budget);
+  }
   if (c.graph && m.dropout > 0) {
     return InvalidArgument(
         "train.graph = true needs model.dropout = 0 (got {}): dropout masks are seeded per step, "

@@ -32,6 +32,10 @@ struct ParallelConfig {
   // replayed (graph/compiled_function.h); segments that cannot be captured
   // (MoE routing reads data on the host) stay eager.
   bool graph = false;
+  // Graph mode's recompute planner (graph/recompute.h): bytes the backward may
+  // keep from the forward per segment and micro-batch; 0 recomputes every
+  // cheap activation that saves memory, -1 turns recompute off.
+  int64_t graph_recompute_budget = 0;
   std::string precision = "fp32";   // fp32 | bf16 | fp16 (fp32 master weights)
   bool offload_optimizer = false;   // optimizer state in the host memory tier
   int64_t device_memory_limit = 0;  // bytes; 0 = no limit
