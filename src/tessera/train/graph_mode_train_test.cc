@@ -62,6 +62,19 @@ TEST(GraphModeTraining, EightRankMeshMatchesTheEagerTrainer) {
   EXPECT_GT(replays, 0) << s.parallel.at("graph_segments_rank0").dump(1);
 }
 
+TEST(GraphModeTraining, ZeroStage3RepointedParametersMatchTheEagerTrainer) {
+  // ZeRO-3 gathers each segment's parameters before its forward and its
+  // backward and releases them after: a replay must read the gathered values.
+  RunResult ref = SingleProcess({});
+  TrainSummary s;
+  RunResult got = Parallel({"parallel.dp=2", "parallel.zero=3", "train.graph=true"}, {}, &s);
+  ExpectMatches(ref, got, 1e-5, "graph, dp2 zero3");
+  ExpectParamsMatch(ref, got, 1, "graph, dp2 zero3", 2e-5, 2e-4);
+  int replays = 0;
+  EXPECT_GE(ReplayedSegments(s, &replays), 3) << s.parallel.at("graph_segments_rank0").dump(1);
+  EXPECT_GT(replays, 0) << s.parallel.at("graph_segments_rank0").dump(1);
+}
+
 TEST(GraphModeTraining, DefaultConfigOnTheDefaultMeshMatchesEager) {
   // configs/train/default.toml on its 8-rank mesh (dp 2 x tp 2 x pp 2, ep 2),
   // a few steps, graph against eager in the same runtime.
