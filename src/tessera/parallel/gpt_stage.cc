@@ -19,6 +19,9 @@
 namespace tessera::parallel {
 namespace {
 
+// graphs_ key of an MoE block's attention half (graph mode): above every layer.
+constexpr int kAttentionHalfKey = 1 << 20;
+
 bool IsExpertParameter(const std::string& name) { return name.find(".moe.experts.") != std::string::npos; }
 
 std::vector<graph::NamedTensor> Prefixed(const std::string& prefix, const graph::Module& m) {
@@ -324,9 +327,21 @@ Tensor GptStage::BlockForward(Block& block, int layer, const Tensor& x, uint64_t
     Tensor h = full_ptr->norm1().Forward(in[0]);
     return std::vector<Tensor>{tp_attn != nullptr ? tp_attn->Forward(h) : full_ptr->attn().Forward(h)};
   };
-  const Tensor a =
-      pc_.recompute == "selective" && graph::GradEnabled() ? graph::Checkpoint(attention, {x})[0] : attention({x})[0];
-  Tensor h = graph::Add(x, ShardDropout(a, full.dropout(), training, DeriveSeed(seed, 0), c.seq_len, rank));
+  Tensor h;
+  if (pc_.graph && full.is_moe()) {
+    // Graph mode: the MoE half of this block reads routing data on the host
+    // and runs eagerly (a graph break); the attention half is a graph of its
+    // own, so only the MoE layer falls back (graph mode has no dropout).
+    h = RunGraphed(kAttentionHalfKey + layer, fmt::format("blocks.{}.attention", layer),
+                   [&attention](const std::vector<Tensor>& in) {
+                     return std::vector<Tensor>{graph::Add(in[0], attention(in)[0])};
+                   },
+                   {x})[0];
+  } else {
+    const Tensor a =
+        pc_.recompute == "selective" && graph::GradEnabled() ? graph::Checkpoint(attention, {x})[0] : attention({x})[0];
+    h = graph::Add(x, ShardDropout(a, full.dropout(), training, DeriveSeed(seed, 0), c.seq_len, rank));
+  }
   Tensor n2 = full.norm2().Forward(h);
   Tensor f;
   if (full.is_moe()) {
@@ -375,7 +390,10 @@ Tensor GptStage::RunSegment(int s, const Tensor& input, const MicroBatchInput& m
       Tensor y = BlockForward(block, layer, in[0], seed, &aux);
       return aux.defined() ? std::vector<Tensor>{y, aux} : std::vector<Tensor>{y};
     };
-    std::vector<Tensor> out = pc_.graph ? RunGraphed(layer, seg.name, fn, {input})
+    // Graph mode: a dense block is one graph; an MoE block runs its
+    // attention half as a graph and its MoE half eagerly (BlockForward).
+    const bool whole_graph = pc_.graph && !block.full->is_moe();
+    std::vector<Tensor> out = whole_graph ? RunGraphed(layer, seg.name, fn, {input})
                               : pc_.recompute == "full" && graph::GradEnabled() ? graph::Checkpoint(fn, {input})
                                                                                 : fn({input});
     const Tensor& y = out[0];
