@@ -23,11 +23,13 @@ run() {  # label, then bench arguments
     echo "$label $TMP/$i.json" >>"$TMP/index.txt"
   done
 }
+RC=(--set train.graph_recompute_budget=0)
 run "default (MoE), mb 4" --micro-batch 4
+run "default (MoE), mb 4, recompute" --micro-batch 4 "${RC[@]}"
 run "dense, mb 4" --micro-batch 4 "${DENSE[@]}"
-run "dense, mb 4, no recompute" --micro-batch 4 "${DENSE[@]}" --set train.graph_recompute_budget=-1
+run "dense, mb 4, recompute" --micro-batch 4 "${DENSE[@]}" "${RC[@]}"
 run "dense, mb 32" --micro-batch 32 "${DENSE[@]}"
-run "dense, mb 32, no recompute" --micro-batch 32 "${DENSE[@]}" --set train.graph_recompute_budget=-1
+run "dense, mb 32, recompute" --micro-batch 32 "${DENSE[@]}" "${RC[@]}"
 "$PY" - "$TMP/index.txt" <<'PYEOF'
 import collections, json, statistics as st, sys
 rows = collections.OrderedDict()

@@ -23,7 +23,8 @@ std::string Default() { return std::string(TESSERA_SOURCE_DIR) + "/configs/train
 
 TEST(GraphCli, DumpShowsThePassesAndWritesDot) {
   const std::string dir = FreshTempDir("graph-dump");
-  ProcResult r = RunCommand({TESSERA_BIN, "graph", "dump", Default(), "--dot", dir}, seconds(300));
+  ProcResult r = RunCommand(
+      {TESSERA_BIN, "graph", "dump", Default(), "--dot", dir, "--set", "train.graph_recompute_budget=0"}, seconds(300));
   ASSERT_EQ(r.exit_code, 0) << Diagnose(r);
   for (const char* want : {"=== segment blocks.0 ===", "--- before passes", "--- after passes", "Fused_Linear_Add",
                            "(recompute)", "bwd ", "=== segment blocks.1.attention ===", "memory plan: arena"}) {

@@ -30,10 +30,10 @@ struct PassOptions {
   bool constant_folding = true;
   bool cse = true;
   bool fusion = true;
-  // Recompute planner (graph/recompute.h): -1 off; 0 recompute every cheap
-  // activation that saves memory; > 0 stop once the bytes kept for the
-  // backward are at most this.
-  int64_t recompute_budget_bytes = 0;
+  // Recompute planner (graph/recompute.h): -1 off (the default); 0 recompute
+  // every cheap activation that saves memory; > 0 stop once the bytes kept
+  // for the backward are at most this.
+  int64_t recompute_budget_bytes = -1;
 };
 
 struct PassReport {

@@ -33,9 +33,10 @@ struct ParallelConfig {
   // (MoE routing reads data on the host) stay eager.
   bool graph = false;
   // Graph mode's recompute planner (graph/recompute.h): bytes the backward may
-  // keep from the forward per segment and micro-batch; 0 recomputes every
-  // cheap activation that saves memory, -1 turns recompute off.
-  int64_t graph_recompute_budget = 0;
+  // keep from the forward per segment and micro-batch before cheap
+  // activations are recomputed; 0 recomputes every one that saves memory;
+  // -1 (the default) never recomputes (it costs time).
+  int64_t graph_recompute_budget = -1;
   std::string precision = "fp32";   // fp32 | bf16 | fp16 (fp32 master weights)
   bool offload_optimizer = false;   // optimizer state in the host memory tier
   int64_t device_memory_limit = 0;  // bytes; 0 = no limit
