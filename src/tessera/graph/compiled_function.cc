@@ -234,9 +234,12 @@ std::vector<Tensor> GraphFunction::Call(const Fn& fn, const std::vector<Tensor>&
   if (e.calls == 1) {
     Trace trace;
     std::vector<Tensor> out;
-    {
+    try {
       TraceScope scope(trace);
       out = fn(inputs);
+    } catch (...) {
+      e.calls = 0;  // the function failed (bad input): capture again on the next call
+      throw;
     }
     StatusOr<Graph> g = GraphFromTrace(trace, inputs, out);
     if (!g.ok()) {
@@ -259,11 +262,14 @@ std::vector<Tensor> GraphFunction::Call(const Fn& fn, const std::vector<Tensor>&
   if (e.calls == 2 && options_.verify) {
     std::vector<Tensor> eager = fn(inputs);
     std::vector<Tensor> replayed;
-    {
+    std::string diff;
+    try {
       NoGradGuard no_grad;
       replayed = Replay(e, inputs);
+      diff = Compare(eager, replayed);
+    } catch (const std::exception& ex) {
+      diff = fmt::format("the replay failed: {}", ex.what());
     }
-    std::string diff = Compare(eager, replayed);
     if (!diff.empty()) {
       e.fallback = fmt::format(
           "the graph's result differs from eager ({}): the function depends on something "

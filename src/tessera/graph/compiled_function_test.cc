@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tessera/base/error.h"
 #include "tessera/graph/functional.h"
 #include "tessera/graph/gradcheck_test_util.h"
 #include "tessera/graph/tape.h"
@@ -51,7 +52,8 @@ TEST(GraphMode, ReplayMatchesEagerValuesAndGradients) {
   Mlp mlp;
   GraphOptions options;
   options.passes.recompute_budget_bytes = 0;  // recompute every cheap activation
-  GraphFunction f("mlp", [&](const Ins& in) { return mlp(in); }, options);
+  GraphFunction f(
+      "mlp", [&](const Ins& in) { return mlp(in); }, options);
   for (int call = 0; call < 5; ++call) {
     Tensor x = Leaf({6, 16}, 100 + call);  // requires grad: the input gradient flows too
     Tensor t = Targets(6, call);
@@ -152,6 +154,20 @@ TEST(GraphMode, VerificationCatchesAStaleConstant) {
   });
   for (int call = 0; call < 3; ++call) f({Input({5}, 400 + call)});
   EXPECT_FALSE(f.fallback_reason().empty());
+}
+
+TEST(GraphMode, AFailedCaptureIsRetried) {
+  // Bad input on the first call throws the operator's error and leaves no
+  // half-built graph behind; the next good call captures and replays.
+  Tensor w = Leaf({4, 4}, 3);
+  GraphFunction f("retry", [&](const Ins& in) { return Ins{MatMul(in[0], w)}; });
+  EXPECT_THROW(f({Input({4, 3}, 1)}), OpError);  // 4x3 @ 4x4: shapes do not match
+  for (int call = 0; call < 4; ++call) {
+    Tensor x = Input({2, 4}, 600 + call);
+    ExpectNear(MatMul(x, w), f({x})[0], 1e-6f, "retry");
+  }
+  EXPECT_EQ(f.replays(), 2);
+  EXPECT_EQ(f.fallback_reason(), "");
 }
 
 TEST(GraphPasses, DeadCodeCseFoldingAndFusion) {
