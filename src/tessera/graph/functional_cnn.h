@@ -1,6 +1,7 @@
 // Differentiable image operators for CNNs (conv, pooling, batch norm), in
-// the style of graph/functional.h: each runs the ops:: forward and, when
-// ShouldRecord, records a backward built from the ops:: backward kernels.
+// the style of graph/functional.h: each runs its ops:: forward through
+// graph::Apply (graph/apply.h), which records a backward built from the ops::
+// backward kernels when ShouldRecord, and serves graph capture.
 // Semantics, shapes and errors: ops/conv/conv.h, ops/pool/pool.h,
 // ops/norm/batch_norm.h. Conv2d lives in graph/functional_conv.cc; pooling
 // and BatchNorm2d in graph/functional_pool_norm.cc.

@@ -63,7 +63,7 @@ StatusOr<Graph> GraphFromTrace(const Trace& trace, const std::vector<Tensor>& in
     v.name = std::move(name);
     v.requires_grad = kind == ValueKind::kParam || (kind == ValueKind::kInput && t.requires_grad());
     if (kind == ValueKind::kParam) v.bound = t;
-    if (kind == ValueKind::kConst) v.bound = t.Clone();
+    if (kind == ValueKind::kConst) v.bound = t;  // by reference: buffers updated in place stay current
     const int id = g.AddValue(std::move(v));
     value_of[t.impl()] = id;
     return id;

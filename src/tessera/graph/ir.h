@@ -8,7 +8,10 @@
 // operator's grad function. Undefined inputs/outputs have value id -1.
 // Parameters (leaves requiring grad) are bound by reference: a replay reads
 // their current data. Every other tensor that the traced function used but
-// did not compute is a constant, snapshotted at capture.
+// did not compute is a constant, also bound by reference (a buffer that an
+// operator with effects updates in place, such as batch norm's running
+// statistics, stays current); constant folding assumes the others do not
+// change between calls, and the second call's check compares with eager.
 // Views: an output that shares storage with an input (reshape, transpose,
 // slice) records `alias_of`, so the memory planner keeps the base alive.
 // Thread-safety: none (one thread builds and runs a graph at a time).
@@ -32,7 +35,7 @@ struct Value {
   DType dtype = DType::kF32;
   std::string name;   // inputs, parameters, gradients
   int producer = -1;  // kNode: the producing node
-  Tensor bound;       // kParam: the live parameter; kConst: the snapshot
+  Tensor bound;       // kParam, kConst: the tensor (by reference)
   bool requires_grad = false;
   int alias_of = -1;     // shares the storage of this value (a view)
   bool is_grad = false;  // a gradient (backward part)

@@ -98,13 +98,22 @@ int EliminateDeadCode(Graph& g) {
 }
 
 int FoldConstants(Graph& g) {
+  // Constants an operator with effects writes (running statistics) change
+  // between calls: never fold their readers.
+  std::vector<bool> written(g.values.size(), false);
+  for (const Node& n : g.nodes) {
+    if (!n.side_effects) continue;
+    for (int v : n.inputs) {
+      if (v >= 0) written[v] = true;
+    }
+  }
   std::vector<bool> dead(g.nodes.size(), false);
   int folded = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = g.nodes[i];
     if (n.side_effects || n.inputs.empty()) continue;
     bool all_const = true;
-    for (int v : n.inputs) all_const = all_const && (v < 0 || g.values[v].kind == ValueKind::kConst);
+    for (int v : n.inputs) all_const = all_const && (v < 0 || (g.values[v].kind == ValueKind::kConst && !written[v]));
     if (!all_const) continue;
     std::vector<Tensor> ins;
     for (int v : n.inputs) ins.push_back(v >= 0 ? g.values[v].bound : Tensor());

@@ -80,8 +80,9 @@ void Tape::Clear() {
 bool Tape::Produced(const Tensor& t) const { return t.defined() && produced_.count(t.impl()) > 0; }
 
 void Tape::Record(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outputs, BackwardFn backward) {
-  if (!InsideApply())
+  if (!InsideApply() && ActiveTrace() != nullptr) {
     BreakTrace(fmt::format("operator '{}' is recorded without graph::Apply, so its forward is unknown", op));
+  }
   TapeEntry entry;
   entry.op = op;
   entry.input_is_leaf.resize(inputs.size());

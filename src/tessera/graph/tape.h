@@ -1,6 +1,7 @@
 // Tape-based reverse-mode automatic differentiation (eager, define-by-run).
 //
-// Differentiable functions (graph/functional.h) run their forward kernel and,
+// Differentiable functions (graph/functional.h, through graph::Apply in
+// graph/apply.h) run their forward kernel and,
 // when grad mode is on and some input requires grad, append one TapeEntry to
 // the calling thread's tape: the input and output tensors and a closure that
 // maps the outputs' gradients to the inputs' gradients. Outputs of recorded

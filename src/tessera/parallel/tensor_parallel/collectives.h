@@ -6,7 +6,9 @@
 // (a non-leading axis is handled by permuting blocks, so rank r's block along
 // `axis` is always [r·s/tp, (r+1)·s/tp)).
 //
-// Differentiable (graph/tape.h), over a tensor-parallel group `tp`:
+// Differentiable (through graph::Apply, graph/apply.h: recorded on the tape
+// and captured by graph mode as communication nodes that the passes never
+// remove, merge or reorder), over a tensor-parallel group `tp`:
 //   CopyToTensorParallel     f: fwd identity,              bwd all-reduce sum
 //   ReduceFromTensorParallel g: fwd all-reduce sum,        bwd identity
 //   GatherFromTensorParallel    fwd all-gather along axis, bwd take own slice
