@@ -35,6 +35,16 @@ const char* OpKindName(OpKind kind) {
 
 bool InsideApply() { return g_inside_apply; }
 
+Tensor AliasOf(const Tensor& x) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = x.storage();
+  impl->shape = x.shape();
+  impl->strides = x.strides();
+  impl->offset = x.offset();
+  impl->dtype = x.dtype();
+  return Tensor(std::move(impl));
+}
+
 std::vector<Tensor> Apply(const OpSpec& spec, const std::vector<Tensor>& inputs, const ForwardFn& forward,
                           const GradFn& grad) {
   std::vector<Tensor> outputs = forward(inputs);

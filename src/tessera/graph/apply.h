@@ -67,6 +67,11 @@ std::vector<Tensor> Apply(const OpSpec& spec, const std::vector<Tensor>& inputs,
 // Apply for a single visible output.
 Tensor Apply1(const OpSpec& spec, const std::vector<Tensor>& inputs, const ForwardFn& forward, const GradFn& grad);
 
+// A new tensor (its own autograd identity, not recorded) viewing x's data
+// without a copy: for forward functions that pass an input through under a
+// fresh identity (Detach, the tensor-parallel identity regions).
+Tensor AliasOf(const Tensor& x);
+
 // True while Apply is recording its own tape entry on this thread (the
 // tracer uses it to tell Apply's entries from direct Record calls).
 bool InsideApply();

@@ -100,23 +100,9 @@ Tensor Cast(const Tensor& x, DType dtype) {
       [in_dtype](const Grads& g, const Ins&, const Ins&, const Needs&) { return Grads{g[0].To(in_dtype)}; });
 }
 
-namespace {
-
-Tensor DetachNow(const Tensor& x) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = x.storage();
-  impl->shape = x.shape();
-  impl->strides = x.strides();
-  impl->offset = x.offset();
-  impl->dtype = x.dtype();
-  return Tensor(std::move(impl));
-}
-
-}  // namespace
-
 Tensor Detach(const Tensor& x) {
   return Apply1(
-      {"Detach", OpKind::kInjective, "", kSaveNone}, {x}, [](const Ins& in) { return Ins{DetachNow(in[0])}; }, nullptr);
+      {"Detach", OpKind::kInjective, "", kSaveNone}, {x}, [](const Ins& in) { return Ins{AliasOf(in[0])}; }, nullptr);
 }
 
 }  // namespace tessera::graph

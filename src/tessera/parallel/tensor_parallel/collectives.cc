@@ -35,17 +35,6 @@ int CheckSplitAxis(const Tensor& x, int axis, int parts, std::string_view op) {
   return a;
 }
 
-// A new tensor (its own autograd identity) viewing x's data: no copy.
-Tensor Alias(const Tensor& x) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = x.storage();
-  impl->shape = x.shape();
-  impl->strides = x.strides();
-  impl->offset = x.offset();
-  impl->dtype = x.dtype();
-  return Tensor(std::move(impl));
-}
-
 // Printable attributes of a collective over `group` (and along `axis`):
 // the group's identity, rank and size.
 std::string GroupAttrs(const comm::Communicator* group, int axis = -1) {
@@ -145,7 +134,7 @@ Tensor CopyToTensorParallel(const Tensor& x, comm::Communicator* tp) {
   return graph::Apply1(
       {"CopyToTensorParallel", graph::OpKind::kCommunication, GroupAttrs(tp), graph::kSaveNone, graph::kSaveNone, -1,
        true},
-      {x}, [](const Ins& in) { return Ins{Alias(in[0])}; },
+      {x}, [](const Ins& in) { return Ins{graph::AliasOf(in[0])}; },
       [tp](const Grads& g, const Ins&, const Ins&, const Needs&) { return Grads{TensorAllReduce(g[0], tp)}; });
 }
 
