@@ -90,8 +90,9 @@ int main(int argc, char** argv) {
   }
   std::vector<tessera::parallel::MicroBatchInput> mbs;
   for (int i = 0; i < 4; ++i) mbs.push_back(tessera::train::SyntheticMicroBatch(config->model, batch, 10 + i));
-  // Warm-up: capture (call 1), check (call 2), then replays.
-  for (int i = 0; i < 4; ++i) {
+  // Warm-up: capture (call 1), check (call 2), then the replays that measure
+  // the inter-op schedule's choices (graph/inter_op.h: kTrials each way).
+  for (int i = 0; i < 4 + 2 * tessera::graph::InterOpSchedule::kTrials + 2; ++i) {
     Step(*eager->stage, mbs[i % mbs.size()]);
     Step(*graph->stage, mbs[i % mbs.size()]);
   }
@@ -119,6 +120,8 @@ int main(int argc, char** argv) {
     ++segments;
     if (const auto* c = f->compiled()) {
       ++graphs;
+      std::fprintf(stderr, "%s: forward %s; backward %s\n", name.c_str(), c->forward_train.Summary().c_str(),
+                   c->backward.Summary().c_str());
       arena += c->plan.arena_bytes;
       peak_live += c->plan.peak_live_bytes;
     }

@@ -62,10 +62,14 @@ Status Dump(const DumpArgs& a) {
     std::printf("passes: %s\n", c->report.ToString().c_str());
     std::printf(
         "memory plan: arena %.3f MiB, peak-live lower bound %.3f MiB (%.3fx); kept for the backward %.3f MiB, "
-        "eager tape %.3f MiB\n\n",
+        "eager tape %.3f MiB\n",
         c->plan.arena_bytes / 1048576.0, c->plan.peak_live_bytes / 1048576.0,
         c->plan.peak_live_bytes > 0 ? static_cast<double>(c->plan.arena_bytes) / c->plan.peak_live_bytes : 1.0,
         c->graph_saved_bytes / 1048576.0, c->eager_saved_bytes / 1048576.0);
+    std::printf("inter-op schedule, forward: %s\n%s", c->forward_train.Summary().c_str(),
+                c->forward_train.ToText(c->graph).c_str());
+    std::printf("inter-op schedule, backward: %s\n%s\n", c->backward.Summary().c_str(),
+                c->backward.ToText(c->graph).c_str());
     if (!a.dot_dir.empty()) {
       TESSERA_RETURN_IF_ERROR(WriteText(fmt::format("{}/{}.before.dot", a.dot_dir, name), c->unoptimized.ToDot()));
       TESSERA_RETURN_IF_ERROR(WriteText(fmt::format("{}/{}.after.dot", a.dot_dir, name), c->graph.ToDot()));

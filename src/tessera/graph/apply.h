@@ -56,6 +56,9 @@ struct OpSpec {
   uint32_t saved_outputs = kSaveNone;  // bit o: the backward reads output o (incl. extras)
   int visible_outputs = -1;            // outputs returned and differentiated; the rest are saved extras (-1 = all)
   bool side_effects = false;           // never removed or merged (collectives, in-place updates)
+  // The grad function computes each input's gradient alone (from `needs`)
+  // at no extra cost; graph mode then gives each its own backward node.
+  bool separable_grad = false;
 };
 
 // Runs `forward(inputs)`, records it for autograd and capture (see above),

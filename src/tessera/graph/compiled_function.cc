@@ -48,7 +48,7 @@ std::string Compare(const std::vector<Tensor>& eager, const std::vector<Tensor>&
 
 }  // namespace
 
-std::unique_ptr<CompiledGraph> Compile(Graph forward, const PassOptions& options) {
+std::unique_ptr<CompiledGraph> Compile(Graph forward, const PassOptions& options, bool inter_op) {
   auto c = std::make_unique<CompiledGraph>();
   Graph& g = c->graph;
   g = std::move(forward);
@@ -92,6 +92,11 @@ std::unique_ptr<CompiledGraph> Compile(Graph forward, const PassOptions& options
     c->planned_values.push_back(v.id);
     if (v.producer < fwd_end && last >= fwd_end && !escaping.count(v.id)) c->graph_saved_bytes += v.bytes();
   }
+  c->inter_op = inter_op;
+  const int threads = inter_op ? 0 : 1;
+  c->forward_train = PlanInterOp(g, 0, fwd_end, c->last_use, c->pinned, threads);
+  c->forward_infer = PlanInterOp(g, 0, fwd_end, c->last_use_forward, c->pinned, threads);
+  c->backward = PlanInterOp(g, fwd_end, n, c->last_use, c->pinned, threads);
   c->plan = PlanMemory(requests);
   const std::string invalid = ValidateMemoryPlan(requests, c->plan);
   TESSERA_CHECK(invalid.empty(), "graph memory plan: {}", invalid);
@@ -142,32 +147,8 @@ std::vector<GraphFunction::SignatureInfo> GraphFunction::signatures() const {
 
 std::string GraphFunction::fallback_reason() const { return last_ != nullptr ? last_->fallback : ""; }
 
-namespace {
-
-// Runs nodes [begin, end) over `slot`, dropping each value after its last reader.
-void RunNodes(const Graph& g, const std::vector<int>& last_use, const std::vector<bool>& pinned, int begin, int end,
-              std::vector<Tensor>& slot) {
-  for (int i = begin; i < end; ++i) {
-    const Node& nd = g.nodes[i];
-    std::vector<Tensor> ins;
-    ins.reserve(nd.inputs.size());
-    for (int v : nd.inputs) ins.push_back(v >= 0 ? slot[v] : Tensor());
-    std::vector<Tensor> outs = nd.run(ins);
-    TESSERA_CHECK(outs.size() >= nd.outputs.size() || nd.outputs.empty(), "graph node {} ({}): {} outputs, {} expected",
-                  i, nd.op, outs.size(), nd.outputs.size());
-    for (size_t o = 0; o < nd.outputs.size(); ++o) {
-      if (nd.outputs[o] >= 0) slot[nd.outputs[o]] = std::move(outs[o]);
-    }
-    for (int v : nd.inputs) {
-      if (v >= 0 && last_use[v] == i && !pinned[v] && g.values[v].kind == ValueKind::kNode) slot[v] = Tensor();
-    }
-  }
-}
-
-}  // namespace
-
 std::vector<Tensor> GraphFunction::Replay(Entry& e, const std::vector<Tensor>& inputs) {
-  const CompiledGraph& c = *e.compiled;
+  CompiledGraph& c = *e.compiled;
   const Graph& g = c.graph;
   const int fwd_end = g.forward_nodes();
   auto slot = std::make_shared<std::vector<Tensor>>(g.values.size());
@@ -182,7 +163,7 @@ std::vector<Tensor> GraphFunction::Replay(Entry& e, const std::vector<Tensor>& i
   }
   {
     NoGradGuard no_grad;
-    RunNodes(g, train ? c.last_use : c.last_use_forward, c.pinned, 0, fwd_end, *slot);
+    RunInterOp(g, train ? c.forward_train : c.forward_infer, *slot);
   }
   std::vector<Tensor> outputs;
   for (int v : g.outputs) outputs.push_back((*slot)[v]);
@@ -210,12 +191,13 @@ std::vector<Tensor> GraphFunction::Replay(Entry& e, const std::vector<Tensor>& i
     tape_outputs.push_back(outputs[o]);
     seeds.push_back(g.output_grads[o]);
   }
-  const CompiledGraph* cp = e.compiled.get();
+  CompiledGraph* cp = e.compiled.get();
   Record("GraphFunction", tape_inputs, tape_outputs,
-         [cp, slot, seeds, grad_values, fwd_end](const std::vector<Tensor>& grads, const std::vector<bool>&) {
+         [cp, slot, seeds, grad_values](const std::vector<Tensor>& grads, const std::vector<bool>&) {
            std::vector<Tensor>& s = *slot;
            for (size_t i = 0; i < seeds.size(); ++i) s[seeds[i]] = grads[i];
-           RunNodes(cp->graph, cp->last_use, cp->pinned, fwd_end, static_cast<int>(cp->graph.nodes.size()), s);
+           NoGradGuard no_grad;
+           RunInterOp(cp->graph, cp->backward, s);
            std::vector<Tensor> result;
            for (int v : grad_values) result.push_back(v >= 0 ? s[v] : Tensor());
            s.clear();
@@ -246,7 +228,7 @@ std::vector<Tensor> GraphFunction::Call(const Fn& fn, const std::vector<Tensor>&
       e.fallback = g.status().message();
     } else {
       try {
-        e.compiled = Compile(std::move(g).value(), options_.passes);
+        e.compiled = Compile(std::move(g).value(), options_.passes, options_.inter_op);
       } catch (const std::exception& ex) {
         e.fallback = fmt::format("compiling the graph failed: {}", ex.what());
       }

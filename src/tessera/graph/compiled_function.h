@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/graph/inter_op.h"
 #include "tessera/graph/ir.h"
 #include "tessera/graph/memory_plan.h"
 #include "tessera/graph/passes.h"
@@ -37,7 +38,8 @@ namespace tessera::graph {
 
 struct GraphOptions {
   PassOptions passes;
-  bool verify = true;  // call 2 compares the graph with eager
+  bool verify = true;    // call 2 compares the graph with eager
+  bool inter_op = true;  // independent operators side by side (graph/inter_op.h)
 };
 
 // One captured signature: the graph before and after the passes and its plan.
@@ -52,6 +54,11 @@ struct CompiledGraph {
   MemoryPlan plan;                    // forward + backward of one call
   int64_t eager_saved_bytes = 0;      // what the eager tape keeps after the forward
   int64_t graph_saved_bytes = 0;      // what the graph keeps after the forward
+  // Replay schedules (graph/inter_op.h); their measurements are updated by
+  // the replays. The forward has one for training (values the backward
+  // reads stay) and one for inference.
+  InterOpSchedule forward_train, forward_infer, backward;
+  bool inter_op = true;
 };
 
 class GraphFunction {
@@ -98,6 +105,7 @@ class GraphFunction {
 };
 
 // Compiles a captured forward graph: autodiff, passes, liveness, memory plan.
-std::unique_ptr<CompiledGraph> Compile(Graph forward, const PassOptions& options);
+// `inter_op` false: the replays run the nodes one at a time in graph order.
+std::unique_ptr<CompiledGraph> Compile(Graph forward, const PassOptions& options, bool inter_op = true);
 
 }  // namespace tessera::graph

@@ -20,9 +20,10 @@ using Needs = std::vector<bool>;
 using Ins = std::vector<Tensor>;
 
 Tensor MatMul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  OpSpec spec{"MatMul", OpKind::kOutFusable, fmt::format("trans_a={} trans_b={}", trans_a, trans_b)};
+  spec.separable_grad = true;  // MatMulBackward computes only what `needs` asks for
   return Apply1(
-      {"MatMul", OpKind::kOutFusable, fmt::format("trans_a={} trans_b={}", trans_a, trans_b)}, {a, b},
-      [trans_a, trans_b](const Ins& in) { return Ins{ops::MatMul(in[0], in[1], trans_a, trans_b)}; },
+      spec, {a, b}, [trans_a, trans_b](const Ins& in) { return Ins{ops::MatMul(in[0], in[1], trans_a, trans_b)}; },
       [trans_a, trans_b](const Grads& g, const Ins& in, const Ins&, const Needs& needs) {
         ops::MatMulGrads r = ops::MatMulBackward(g[0], in[0], in[1], trans_a, trans_b, needs[0], needs[1]);
         return Grads{r.grad_a, r.grad_b};
@@ -32,9 +33,10 @@ Tensor MatMul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
 Tensor Linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const bool has_bias = bias.defined();
   Shape bias_shape = has_bias ? bias.shape() : Shape{};
+  OpSpec spec{"Linear", OpKind::kOutFusable, has_bias ? "bias" : "", SaveBit(0) | SaveBit(1)};
+  spec.separable_grad = true;  // dx, dW and the bias's sum are computed alone from `needs`
   return Apply1(
-      {"Linear", OpKind::kOutFusable, has_bias ? "bias" : "", SaveBit(0) | SaveBit(1)},
-      has_bias ? Ins{x, weight, bias} : Ins{x, weight},
+      spec, has_bias ? Ins{x, weight, bias} : Ins{x, weight},
       [has_bias](const Ins& in) { return Ins{ops::Linear(in[0], in[1], has_bias ? in[2] : Tensor())}; },
       [has_bias, bias_shape](const Grads& g, const Ins& in, const Ins&, const Needs& needs) {
         ops::MatMulGrads r = ops::MatMulBackward(g[0], in[0], in[1], false, true, needs[0], needs[1]);

@@ -86,6 +86,7 @@ StatusOr<Graph> GraphFromTrace(const Trace& trace, const std::vector<Tensor>& in
     n.saved_outputs = tn.spec.saved_outputs;
     n.visible = tn.spec.visible_outputs < 0 ? static_cast<int>(tn.outputs.size()) : tn.spec.visible_outputs;
     n.side_effects = tn.spec.side_effects;
+    n.separable_grad = tn.spec.separable_grad;
     bool any_grad = false;
     for (const Tensor& t : tn.inputs) {
       if (!t.defined()) {

@@ -54,6 +54,7 @@ struct Node {
   uint32_t saved_outputs = kSaveNone;
   int visible = 0;
   bool side_effects = false;
+  bool separable_grad = false;     // OpSpec::separable_grad
   bool backward = false;           // part of the backward pass
   std::vector<std::string> fused;  // ops folded into this node by fusion
   int recompute_of = -1;           // a copy of a forward node re-run in the backward (recompute planner)

@@ -426,6 +426,7 @@ std::vector<Tensor> GptStage::RunGraphed(int layer, const std::string& name,
     graph_name = name;
     graph::GraphOptions options;
     options.passes.recompute_budget_bytes = pc_.graph_recompute_budget;
+    options.inter_op = pc_.graph_inter_op;
     function = std::make_shared<graph::GraphFunction>(name, options);
   }
   return function->Call(fn, inputs);

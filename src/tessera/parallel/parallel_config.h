@@ -37,6 +37,10 @@ struct ParallelConfig {
   // activations are recomputed; 0 recomputes every one that saves memory;
   // -1 (the default) never recomputes (it costs time).
   int64_t graph_recompute_budget = -1;
+  // Graph mode's inter-op parallelism (graph/inter_op.h): independent
+  // operators of a segment run side by side, one thread each, where the
+  // replays measure it faster.
+  bool graph_inter_op = true;
   std::string precision = "fp32";   // fp32 | bf16 | fp16 (fp32 master weights)
   bool offload_optimizer = false;   // optimizer state in the host memory tier
   int64_t device_memory_limit = 0;  // bytes; 0 = no limit

@@ -102,6 +102,9 @@ void BindAll(ConfigSchema& s, TrainConfig& c, EnumText& e, int64_t& model_seed) 
   s.Bind("train.graph_recompute_budget", &p.graph_recompute_budget,
          "graph mode: bytes of activations a segment keeps for its backward per micro-batch before cheap ones are "
          "recomputed (-1, the default: never; 0: recompute every cheap one that saves memory)");
+  s.Bind("train.graph_inter_op", &p.graph_inter_op,
+         "graph mode: run independent operators side by side, one thread each, where the first replays measure it "
+         "faster (default true)");
   s.Bind("train.offload_optimizer", &p.offload_optimizer, "keep optimizer state in the host memory tier");
   s.Bind("train.device_memory_limit", &p.device_memory_limit,
          "device-memory budget per rank in bytes (0 = none); over it, optimizer state is offloaded to the host "
