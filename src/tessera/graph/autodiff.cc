@@ -36,6 +36,12 @@ std::vector<int> AddBackwardNode(Graph& g, const Node& fwd, const std::vector<bo
   Node bwd;
   bwd.op = fwd.op + "Grad";
   bwd.kind = OpKind::kOpaque;
+  if (fwd.kind == OpKind::kCommunication) {
+    // The backward of a collective is a collective (or may be): every rank
+    // must run it, in the same order.
+    bwd.kind = OpKind::kCommunication;
+    bwd.side_effects = true;
+  }
   bwd.attrs = part.empty() ? fwd.attrs : fwd.attrs.empty() ? part : fwd.attrs + " " + part;
   bwd.backward = true;
   // Inputs: the visible outputs' gradients, the saved inputs, the saved outputs.

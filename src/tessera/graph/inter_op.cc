@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -20,6 +22,10 @@ double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
+
+// Effects and communication keep their place in graph order: collectives
+// run on every rank in the same order, on the calling thread.
+bool Barrier(const Node& n) { return n.side_effects || n.kind == OpKind::kCommunication; }
 
 int64_t Numel(const Graph& g, int v) { return v >= 0 ? NumElements(g.values[v].shape) : 0; }
 
@@ -96,8 +102,8 @@ InterOpSchedule PlanInterOp(const Graph& g, int begin, int end, const std::vecto
   for (int i = begin; i < end; ++i) {
     const Node& nd = g.nodes[i];
     const auto& pr = preds[i - begin];
-    if (!nd.side_effects && pr.size() == 1 && succs[pr[0] - begin].size() == 1 && pr[0] > last_effect &&
-        !g.nodes[pr[0]].side_effects) {
+    if (!Barrier(nd) && pr.size() == 1 && succs[pr[0] - begin].size() == 1 && pr[0] > last_effect &&
+        !Barrier(g.nodes[pr[0]])) {
       const int c = chain_of[pr[0] - begin];
       chain_of[i - begin] = c;
       chains[c].push_back(i);
@@ -106,7 +112,7 @@ InterOpSchedule PlanInterOp(const Graph& g, int begin, int end, const std::vecto
     int d = effect_floor;
     for (int p : pr) d = std::max(d, depth[chain_of[p - begin]] + 1);
     if (i > begin) d = std::max(d, depth[chain_of[i - 1 - begin]]);
-    if (nd.side_effects) {
+    if (Barrier(nd)) {
       d = std::max(d, max_depth + 1);
       last_effect = i;
       effect_floor = d + 1;
@@ -134,35 +140,54 @@ InterOpSchedule PlanInterOp(const Graph& g, int begin, int end, const std::vecto
     std::stable_sort(st.chains.begin(), st.chains.end(),
                      [](const InterOpChain& a, const InterOpChain& b) { return a.cost > b.cost; });
   }
-  // Drops: a value leaves the slot after node i when i is its last reader;
-  // inside the chain when no other chain of the step reads it directly.
-  std::vector<std::pair<int, int>> where(n);  // node -> (step, chain)
+  // Drops, in execution order: a value whose readers (its views' readers
+  // included) are all in this phase leaves the slot after its last direct
+  // reader, the one in the latest step: inside that reader's chain when no
+  // other chain of the step reads it, else after the last such chain
+  // (sequential) or once the step is done (parallel).
+  std::vector<std::tuple<int, int, int>> where(n);  // node -> (step, chain, position)
   for (size_t si = 0; si < s.steps.size(); ++si) {
     for (size_t ci = 0; ci < s.steps[si].chains.size(); ++ci) {
-      for (int i : s.steps[si].chains[ci].nodes) where[i - begin] = {static_cast<int>(si), static_cast<int>(ci)};
-    }
-  }
-  for (int i = begin; i < end; ++i) {
-    const auto [si, ci] = where[i - begin];
-    InterOpStep& st = s.steps[si];
-    InterOpChain& ch = st.chains[ci];
-    const size_t pos = std::find(ch.nodes.begin(), ch.nodes.end(), i) - ch.nodes.begin();
-    for (int v : g.nodes[i].inputs) {
-      if (v < 0 || last_use[v] != i || pinned[v] || g.values[v].kind != ValueKind::kNode) continue;
-      bool shared = false;
-      for (size_t other = 0; other < st.chains.size() && !shared; ++other) {
-        if (other == static_cast<size_t>(ci)) continue;
-        for (int j : st.chains[other].nodes) {
-          const auto& ins = g.nodes[j].inputs;
-          shared = shared || std::find(ins.begin(), ins.end(), v) != ins.end();
-        }
+      const auto& nodes = s.steps[si].chains[ci].nodes;
+      for (size_t k = 0; k < nodes.size(); ++k) {
+        where[nodes[k] - begin] = {static_cast<int>(si), static_cast<int>(ci), static_cast<int>(k)};
       }
-      auto& list = shared ? st.drop_after : ch.drop_after[pos];
-      if (std::find(list.begin(), list.end(), v) == list.end()) list.push_back(v);
+    }
+    s.steps[si].drop_after_chain.resize(s.steps[si].chains.size());
+  }
+  std::map<int, std::pair<int, std::vector<std::pair<int, int>>>> last;  // value -> (step, [(chain, position)])
+  for (int i = begin; i < end; ++i) {
+    const auto [si, ci, pos] = where[i - begin];
+    for (int v : g.nodes[i].inputs) {
+      if (v < 0 || pinned[v] || g.values[v].kind != ValueKind::kNode || last_use[v] < begin || last_use[v] >= end) {
+        continue;
+      }
+      auto [it, inserted] = last.try_emplace(v, si, std::vector<std::pair<int, int>>{});
+      auto& [step, readers] = it->second;
+      if (si > step) {
+        step = si;
+        readers.clear();
+      }
+      if (si == step) readers.emplace_back(ci, pos);
     }
     // Outputs nothing reads (a saved extra when no backward runs) go at once.
     for (int v : g.nodes[i].outputs) {
-      if (v >= 0 && last_use[v] < 0 && !pinned[v]) ch.drop_after[pos].push_back(v);
+      if (v >= 0 && last_use[v] < 0 && !pinned[v]) s.steps[si].chains[ci].drop_after[pos].push_back(v);
+    }
+  }
+  for (const auto& [v, at] : last) {
+    const auto& [step, readers] = at;
+    InterOpStep& st = s.steps[step];
+    int chain = readers[0].first, pos = readers[0].second;
+    bool one_chain = true;
+    for (auto [c, p] : readers) {
+      one_chain = one_chain && c == chain;
+      if (c > chain || (c == chain && p > pos)) chain = c, pos = p;
+    }
+    if (one_chain) {
+      st.chains[chain].drop_after[pos].push_back(v);
+    } else {
+      st.drop_after_chain[chain].push_back(v);
     }
   }
   return s;
@@ -273,10 +298,15 @@ void RunInterOp(const Graph& g, InterOpSchedule& schedule, std::vector<Tensor>& 
     const auto t0 = std::chrono::steady_clock::now();
     if (mode == 1) {
       RunParallel(g, st, slot, schedule.threads);
+      for (const auto& drops : st.drop_after_chain) {
+        for (int v : drops) slot[v] = Tensor();
+      }
     } else {
-      for (const InterOpChain& ch : st.chains) RunChain(g, ch, slot);
+      for (size_t c = 0; c < st.chains.size(); ++c) {
+        RunChain(g, st.chains[c], slot);
+        for (int v : st.drop_after_chain[c]) slot[v] = Tensor();
+      }
     }
-    for (int v : st.drop_after) slot[v] = Tensor();
     if (measuring) {
       st.seconds[mode].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       if (st.seconds[0].size() >= InterOpSchedule::kTrials && st.seconds[1].size() >= InterOpSchedule::kTrials) {

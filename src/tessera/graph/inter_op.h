@@ -12,7 +12,8 @@
 //     (Linear -> Reshape -> Transpose -> Contiguous -> Rope is one chain);
 //   - steps: chains at the same depth of the chain graph (the longest path
 //     from the phase's start) are independent and form one step; a node
-//     with effects (a collective, an in-place update) is a step of its own
+//     with effects (an in-place update) or communication (a collective,
+//     which every rank must run in the same order) is a step of its own
 //     and orders everything around it.
 // A step with two or more chains is a candidate: RunInterOp runs it either
 // sequentially (each operator with every thread) or with the chains spread
@@ -21,9 +22,10 @@
 // candidate step, timing the step, and after kTrials of each it keeps the
 // faster by median (sequential unless parallel wins by 3 %). With one
 // OpenMP thread every step runs sequentially.
-// Values are dropped after their last reader: inside a chain when every
-// reader in that step is in the chain, otherwise once the step completes;
-// an output nothing reads, right after its node.
+// Values are dropped after their last reader in execution order: inside a
+// chain when no other chain of that step reads them, otherwise after the
+// last chain reading them (sequential) or once the step completes
+// (parallel); an output nothing reads, right after its node.
 // The result does not depend on the choice: a kernel computes the same bits
 // on one thread as on several (tested in inter_op_test).
 // Thread-safety: one thread calls RunInterOp for a schedule at a time; the
@@ -45,7 +47,9 @@ struct InterOpChain {
 
 struct InterOpStep {
   std::vector<InterOpChain> chains;  // independent of each other
-  std::vector<int> drop_after;       // values dropped once every chain is done
+  // Per chain: values several chains read, dropped after that chain when
+  // the step runs sequentially, once every chain is done in parallel.
+  std::vector<std::vector<int>> drop_after_chain;
   // Measurement (candidate steps only).
   int decision = -1;  // -1: still measuring, 0: sequential, 1: parallel
   std::vector<double> seconds[2];
