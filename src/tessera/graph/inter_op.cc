@@ -281,7 +281,10 @@ void RunParallel(const Graph& g, const InterOpStep& st, std::vector<Tensor>& slo
 void RunInterOp(const Graph& g, InterOpSchedule& schedule, std::vector<Tensor>& slot, int force) {
   // Parallel chains only where a node cannot record on the caller's tape
   // (grad mode off: replays run their nodes so) and not inside a team.
-  const bool may_parallel = schedule.threads > 1 && !GradEnabled() && !omp_in_parallel();
+  // The thread count is the schedule's, capped by the caller's current
+  // OpenMP setting (a rank limited to one thread stays sequential).
+  const int threads = std::min(schedule.threads, omp_get_max_threads());
+  const bool may_parallel = threads > 1 && !GradEnabled() && !omp_in_parallel();
   for (InterOpStep& st : schedule.steps) {
     int mode = 0;
     if (st.candidate() && may_parallel) {
@@ -297,7 +300,7 @@ void RunInterOp(const Graph& g, InterOpSchedule& schedule, std::vector<Tensor>& 
     const bool measuring = force < 0 && st.candidate() && may_parallel && st.decision < 0;
     const auto t0 = std::chrono::steady_clock::now();
     if (mode == 1) {
-      RunParallel(g, st, slot, schedule.threads);
+      RunParallel(g, st, slot, threads);
       for (const auto& drops : st.drop_after_chain) {
         for (int v : drops) slot[v] = Tensor();
       }

@@ -77,7 +77,9 @@ InterOpSchedule PlanInterOp(const Graph& g, int begin, int end, const std::vecto
 
 // Runs the schedule's nodes over `slot` (indexed by value id). `force`:
 // -1 measures as described above, 0 always sequential, 1 always parallel
-// (tests). Exceptions from a node propagate after every thread stopped.
+// (tests). Chains run in parallel only with grad mode off, outside an
+// OpenMP team, and with omp_get_max_threads() > 1 (at most the schedule's
+// threads). Exceptions from a node propagate after every thread stopped.
 void RunInterOp(const Graph& g, InterOpSchedule& schedule, std::vector<Tensor>& slot, int force = -1);
 
 // The estimated single-thread cost of a node in nanoseconds (GEMM and

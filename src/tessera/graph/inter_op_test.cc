@@ -182,6 +182,7 @@ TEST(InterOp, MeasuredReplaysMatchEagerAndDecideEveryStep) {
 
 // A hand-built graph: a, b independent; e has effects; c, d independent.
 TEST(InterOp, EffectNodesOrderEverythingAroundThem) {
+  ScopedThreads threads;
   Graph g;
   Value in;
   in.kind = ValueKind::kInput;
