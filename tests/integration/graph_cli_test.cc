@@ -27,7 +27,8 @@ TEST(GraphCli, DumpShowsThePassesAndWritesDot) {
       {TESSERA_BIN, "graph", "dump", Default(), "--dot", dir, "--set", "train.graph_recompute_budget=0"}, seconds(300));
   ASSERT_EQ(r.exit_code, 0) << Diagnose(r);
   for (const char* want : {"=== segment blocks.0 ===", "--- before passes", "--- after passes", "Fused_Linear_Add",
-                           "(recompute)", "bwd ", "=== segment blocks.1.attention ===", "memory plan: arena"}) {
+                           "(recompute)", "bwd ", "=== segment blocks.1.attention ===", "memory plan: arena",
+                           "inter-op schedule, forward:", "inter-op schedule, backward:", "LinearGrad | LinearGrad"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << "missing '" << want << "' in\n" << r.out.substr(0, 4000);
   }
   for (const char* file : {"/blocks.0.before.dot", "/blocks.0.after.dot", "/head.after.dot"}) {

@@ -5,6 +5,9 @@
 
 #include <omp.h>
 
+#include <atomic>
+#include <stdexcept>
+
 #include <gtest/gtest.h>
 
 #include "tessera/graph/compiled_function.h"
@@ -228,6 +231,56 @@ TEST(InterOp, EffectNodesOrderEverythingAroundThem) {
   NoGradGuard no_grad;
   RunInterOp(g, s, slot, 1);
   for (int v : g.outputs) EXPECT_EQ(slot[v].ToFloatVector(), (std::vector<float>{1, 2}));
+}
+
+// A node that throws inside a parallel step: the error reaches the caller
+// after the other chain finished; nothing hangs.
+TEST(InterOp, AnErrorInAParallelChainPropagates) {
+  ScopedThreads threads;
+  Graph g;
+  Value in;
+  in.kind = ValueKind::kInput;
+  in.shape = {2};
+  const int x = g.AddValue(in);
+  g.inputs = {x};
+  std::atomic<int> ran{0};
+  for (int k = 0; k < 2; ++k) {
+    Value v;
+    v.shape = {2};
+    v.producer = k;
+    const int out = g.AddValue(v);
+    Node n;
+    n.op = k == 0 ? "Fails" : "Works";
+    n.inputs = {x};
+    n.outputs = {out};
+    n.run = [k, &ran](const Ins& ins) {
+      if (k == 0) throw std::runtime_error("node 'Fails' broke");
+      ran += 1;
+      return Ins{ins[0].Clone()};
+    };
+    g.nodes.push_back(n);
+    g.outputs.push_back(out);
+  }
+  std::vector<int> last_use(g.values.size(), -1);
+  std::vector<bool> pinned(g.values.size(), true);
+  InterOpSchedule s = PlanInterOp(g, 0, 2, last_use, pinned, 2);
+  ASSERT_EQ(s.steps.size(), 1u);
+  for (int force : {0, 1}) {
+    std::vector<Tensor> slot(g.values.size());
+    slot[x] = Tensor::FromVector(std::vector<float>{1, 2}, {2});
+    NoGradGuard no_grad;
+    try {
+      RunInterOp(g, s, slot, force);
+      ADD_FAILURE() << "no error (force " << force << ")";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("'Fails' broke"), std::string::npos);
+    }
+  }
+  // In parallel the other chain ran (sequentially the step stops at the
+  // failing one, which runs first: equal costs keep graph order).
+  if (omp_get_max_threads() > 1) {
+    EXPECT_GE(ran.load(), 1);
+  }
 }
 
 TEST(InterOp, AGemmCostsMoreThanAView) {
