@@ -123,15 +123,12 @@ InterOpSchedule PlanInterOp(const Graph& g, int begin, int end, const std::vecto
     max_depth = std::max(max_depth, d);
   }
   s.steps.resize(max_depth + 1);
-  std::vector<int> slot_in_step(chains.size());
   for (size_t c = 0; c < chains.size(); ++c) {
     InterOpChain ch;
     ch.nodes = chains[c];
     ch.drop_after.resize(ch.nodes.size());
     for (int i : ch.nodes) ch.cost += EstimateNodeCost(g, g.nodes[i]);
-    auto& step = s.steps[depth[c]];
-    slot_in_step[c] = static_cast<int>(step.chains.size());
-    step.chains.push_back(std::move(ch));
+    s.steps[depth[c]].chains.push_back(std::move(ch));
   }
   s.steps.erase(std::remove_if(s.steps.begin(), s.steps.end(), [](const InterOpStep& st) { return st.chains.empty(); }),
                 s.steps.end());
