@@ -47,7 +47,11 @@ Tensor AliasOf(const Tensor& x) {
 
 std::vector<Tensor> Apply(const OpSpec& spec, const std::vector<Tensor>& inputs, const ForwardFn& forward,
                           const GradFn& grad) {
-  std::vector<Tensor> outputs = forward(inputs);
+  std::vector<Tensor> outputs;
+  {
+    KernelScope kernel;
+    outputs = forward(inputs);
+  }
   const size_t visible = spec.visible_outputs < 0 ? outputs.size() : static_cast<size_t>(spec.visible_outputs);
   TESSERA_CHECK(visible <= outputs.size(), "{}: {} visible outputs of {}", spec.name, visible, outputs.size());
   if (grad && ShouldRecord(inputs)) {

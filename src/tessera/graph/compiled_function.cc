@@ -245,6 +245,23 @@ std::vector<Tensor> GraphFunction::Call(const Fn& fn, const std::vector<Tensor>&
     std::vector<Tensor> eager = fn(inputs);
     std::vector<Tensor> replayed;
     std::string diff;
+    // The check runs the function a second time: buffers that operators
+    // with effects update in place (batch norm's running statistics) are
+    // restored afterwards to what the eager run left.
+    std::vector<std::pair<Tensor, Tensor>> restore;  // (buffer, its copy)
+    if (e.compiled) {
+      const Graph& g = e.compiled->graph;
+      for (const Node& nd : g.nodes) {
+        if (!nd.side_effects || nd.kind == OpKind::kCommunication) continue;
+        for (int v : nd.inputs) {
+          if (v < 0 || g.values[v].kind != ValueKind::kConst || !g.values[v].bound.defined()) continue;
+          const Tensor& b = g.values[v].bound;
+          bool seen = false;
+          for (const auto& r : restore) seen = seen || r.first.impl() == b.impl();
+          if (!seen) restore.emplace_back(b, b.Clone());
+        }
+      }
+    }
     try {
       NoGradGuard no_grad;
       replayed = Replay(e, inputs);
@@ -252,6 +269,7 @@ std::vector<Tensor> GraphFunction::Call(const Fn& fn, const std::vector<Tensor>&
     } catch (const std::exception& ex) {
       diff = fmt::format("the replay failed: {}", ex.what());
     }
+    for (auto& [buffer, copy] : restore) buffer.CopyFrom(copy);
     if (!diff.empty()) {
       e.fallback = fmt::format(
           "the graph's result differs from eager ({}): the function depends on something "

@@ -6,6 +6,7 @@
 
 #include "tessera/base/error.h"
 #include "tessera/graph/functional.h"
+#include "tessera/graph/functional_cnn.h"
 #include "tessera/graph/gradcheck_test_util.h"
 #include "tessera/graph/tape.h"
 
@@ -142,6 +143,54 @@ TEST(GraphMode, HostReadIsAGraphBreak) {
   }
   EXPECT_NE(f.fallback_reason().find("host read"), std::string::npos) << f.fallback_reason();
   EXPECT_EQ(f.replays(), 0);
+}
+
+// A host read inside an operator's own forward function (its kernel reading
+// its inputs) is not a graph break; the same read in the traced function is.
+TEST(GraphMode, AKernelsOwnHostReadIsNoBreak) {
+  Tensor w = Leaf({4}, 1);
+  GraphFunction f("kernel-read", [&](const Ins& in) {
+    Tensor y = Apply1(
+        {"HostSum", OpKind::kOpaque, ""}, {Mul(in[0], w)},
+        [](const Ins& xs) {
+          float s = 0;
+          for (float v : xs[0].ToFloatVector()) s += v;
+          return Ins{Tensor::Full({1}, s)};
+        },
+        [](const std::vector<Tensor>& g, const Ins& xs, const Ins&, const std::vector<bool>&) {
+          return std::vector<Tensor>{Tensor::Full(xs[0].shape(), g[0].ToFloatVector()[0])};
+        });
+    return Ins{Scale(y, 3.0f)};
+  });
+  for (int call = 0; call < 4; ++call) {
+    Tensor x = Input({4}, 310 + call);
+    const float want = 3.0f * Sum(Mul(x, w)).Item();
+    EXPECT_NEAR(f({x})[0].Item(), want, 1e-5f * (1 + std::fabs(want)));
+  }
+  EXPECT_EQ(f.fallback_reason(), "");
+  EXPECT_EQ(f.replays(), 2);
+}
+
+// Batch norm's running statistics, updated in place by an operator with
+// effects: the second call's check runs the function twice (eager and the
+// graph), and restores them, so every call updates them exactly once.
+TEST(GraphMode, TheCheckCallUpdatesRunningStatisticsOnce) {
+  Tensor gamma = Leaf({3}, 5), beta = Leaf({3}, 6);
+  Tensor graph_mean = Tensor::Zeros({3}), graph_var = Tensor::Full({3}, 1.0);
+  Tensor eager_mean = Tensor::Zeros({3}), eager_var = Tensor::Full({3}, 1.0);
+  ops::BatchNormOptions bn;
+  GraphFunction f("bn",
+                  [&](const Ins& in) { return Ins{Sum(graph::BatchNorm2d(in[0], gamma, beta, graph_mean, graph_var, bn))}; });
+  for (int call = 0; call < 4; ++call) {
+    Tensor x = Input({2, 3, 2, 2}, 320 + call);
+    Tensor ref = Sum(graph::BatchNorm2d(x, gamma, beta, eager_mean, eager_var, bn));
+    Tensor out = f({x})[0];
+    EXPECT_NEAR(out.Item(), ref.Item(), 1e-4f);
+    ExpectNear(eager_mean, graph_mean, 1e-6f, "running mean after call " + std::to_string(call + 1));
+    ExpectNear(eager_var, graph_var, 1e-6f, "running var after call " + std::to_string(call + 1));
+  }
+  EXPECT_EQ(f.fallback_reason(), "");
+  EXPECT_EQ(f.replays(), 2);
 }
 
 TEST(GraphMode, VerificationCatchesAStaleConstant) {

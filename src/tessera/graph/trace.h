@@ -53,4 +53,15 @@ Trace* ActiveTrace();
 // Marks the active trace (if any) as not capturable, keeping the first reason.
 void BreakTrace(const std::string& why);
 
+// Held by graph::Apply while an operator's own forward function runs: a
+// host read of tensor data there is the kernel reading its inputs (batch
+// norm's reference statistics), which the replay repeats, not a graph break.
+class KernelScope {
+ public:
+  KernelScope();
+  ~KernelScope();
+  KernelScope(const KernelScope&) = delete;
+  KernelScope& operator=(const KernelScope&) = delete;
+};
+
 }  // namespace tessera::graph

@@ -43,8 +43,8 @@ namespace {
 StatusOr<ModelSpec> DefaultModel() { return LoadModelSpec(ModelPath("tessera-default.toml")); }
 
 struct Measured {
-  int64_t parameters = 0;        // the model's parameter count
-  std::vector<double> state;     // per world rank: parameters + gradients + optimizer bytes
+  int64_t parameters = 0;     // the model's parameter count
+  std::vector<double> state;  // per world rank: parameters + gradients + optimizer bytes
 };
 
 Measured RunRuntime(const std::vector<std::string>& overrides) {
@@ -63,6 +63,13 @@ Measured RunRuntime(const std::vector<std::string>& overrides) {
     o.base.out = devnull;
     o.base.force_plain = true;
     o.base.write_records = false;
+    // The planner models an even split of the layers over the stages; the
+    // runtime would otherwise balance them by measured layer costs, which a
+    // loaded machine moves (a flaky per-rank figure).
+    const int pp = config->parallel.pp * config->parallel.virtual_stages;
+    if (pp > 1) {
+      for (int s = 0; s < pp; ++s) o.first_layer.push_back(s * config->model.n_layers / pp);
+    }
     auto trainer = train::ParallelTrainer::Create(*config, comm, o);
     ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
     train::TrainSummary s;

@@ -6,9 +6,11 @@
 
 namespace tessera::train {
 
-nlohmann::json GraphModeJson(const parallel::GptStage& stage) {
+nlohmann::json GraphModeJson(const parallel::GptStage& stage) { return GraphModeJson(stage.GraphFunctions()); }
+
+nlohmann::json GraphModeJson(const std::vector<std::pair<std::string, const graph::GraphFunction*>>& functions) {
   nlohmann::json segments = nlohmann::json::array();
-  for (const auto& [name, f] : stage.GraphFunctions()) {
+  for (const auto& [name, f] : functions) {
     // The training signature (grad mode on) when there is one: evaluation
     // captures its own graph of the forward.
     std::vector<graph::GraphFunction::SignatureInfo> sigs = f->signatures();

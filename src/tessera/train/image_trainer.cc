@@ -14,6 +14,7 @@
 #include "tessera/data/image_dataset.h"
 #include "tessera/data/image_folder.h"
 #include "tessera/data/image_source.h"
+#include "tessera/graph/compiled_function.h"
 #include "tessera/graph/functional.h"
 #include "tessera/graph/tape.h"
 #include "tessera/hal/device.h"
@@ -24,6 +25,7 @@
 #include "tessera/optim/clip.h"
 #include "tessera/optim/schedule.h"
 #include "tessera/train/checkpointing.h"
+#include "tessera/train/graph_mode_report.h"
 #include "tessera/train/progress.h"
 #include "tessera/train/run_record.h"
 
@@ -160,8 +162,7 @@ StatusOr<std::unique_ptr<data::ImageSource>> OpenImageSource(const TrainConfig& 
   return data::MakeSyntheticSource(std::move(images));
 }
 
-Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOptions& options,
-           TrainSummary* summary) {
+Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOptions& options, TrainSummary* summary) {
   const TrainOptions& t = config.train;
   const int ranks = world ? world->size() : 1, rank = world ? world->rank() : 0;
   if (t.global_batch % (static_cast<int64_t>(ranks) * t.micro_batch) != 0) {
@@ -198,27 +199,26 @@ Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOp
   auto message = [&](const std::string& line) {
     if (progress) progress->Message(line);
   };
-  message(fmt::format("tessera train '{}': {}, {} params, {}, {} steps x {} images on {} rank{}, {} threads per "
-                      "rank, {:.2f} GFLOP per training image",
-                      config.name, config.resnet.Describe(), model.NumParameters(), dataset.Describe(), t.steps,
-                      t.global_batch, ranks, ranks == 1 ? "" : "s", hal::NumThreads(), flops_per_image / 1e9));
+  message(
+      fmt::format("tessera train '{}': {}, {} params, {}, {} steps x {} images on {} rank{}, {} threads per "
+                  "rank, {:.2f} GFLOP per training image",
+                  config.name, config.resnet.Describe(), model.NumParameters(), dataset.Describe(), t.steps,
+                  t.global_batch, ranks, ranks == 1 ? "" : "s", hal::NumThreads(), flops_per_image / 1e9));
   const std::string run_dir = t.out_dir + "/" + config.name;
 
   // Checkpoints (train/checkpointing.h). Every rank loads the same
   // checkpoint (parameters are replicated; rank 0's batch-norm statistics,
   // which evaluation broadcasts anyway); rank 0 saves.
-  const std::filesystem::path ckpt_root = config.checkpoint.dir.empty()
-                                              ? std::filesystem::path(run_dir) / "checkpoints"
-                                              : std::filesystem::path(config.checkpoint.dir);
+  const std::filesystem::path ckpt_root = config.checkpoint.dir.empty() ? std::filesystem::path(run_dir) / "checkpoints"
+                                                                        : std::filesystem::path(config.checkpoint.dir);
   int64_t first_step = 1;
   std::string resumed_from;
   TESSERA_ASSIGN_OR_RETURN(const std::string resume, EffectiveResume(config.checkpoint, ckpt_root));
   if (!resume.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(
-        ResumedRun resumed,
-        ResumeFromCheckpoints(resume, ckpt_root, t.steps, [&](const std::filesystem::path& dir) {
-          return LoadTrainerCheckpoint(dir, static_cast<graph::Module&>(model), opt);
-        }));
+    TESSERA_ASSIGN_OR_RETURN(ResumedRun resumed,
+                             ResumeFromCheckpoints(resume, ckpt_root, t.steps, [&](const std::filesystem::path& dir) {
+                               return LoadTrainerCheckpoint(dir, static_cast<graph::Module&>(model), opt);
+                             }));
     first_step = resumed.state.step + 1;
     resumed_from = resumed.dir.string();
     message(fmt::format("resumed from {} (step {}){}", resumed_from, resumed.state.step,
@@ -237,6 +237,21 @@ Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOp
     TESSERA_RETURN_IF_ERROR(record->WriteJson("config.json", config.ToJson()));
   }
 
+  // Graph mode (train.graph): the training forward (model + loss) is one
+  // graph, captured on the first micro-batch and replayed (docs/graph-mode.md);
+  // evaluation stays eager.
+  std::unique_ptr<graph::GraphFunction> graphed;
+  if (config.parallel.graph) {
+    graph::GraphOptions go;
+    go.passes.recompute_budget_bytes = config.parallel.graph_recompute_budget;
+    go.inter_op = config.parallel.graph_inter_op;
+    graphed = std::make_unique<graph::GraphFunction>(
+        "resnet",
+        [&model](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{graph::CrossEntropy(model.Forward(in[0]), in[1])};
+        },
+        go);
+  }
   hal::CpuDevice().allocator().ResetPeak();
   model.SetTraining(true);
   const auto start = Clock::now();
@@ -253,7 +268,8 @@ Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOp
     for (int64_t micro = 0; micro < accum; ++micro) {
       const int64_t first = (step - 1) * t.global_batch + rank * per_rank + micro * t.micro_batch;
       TESSERA_ASSIGN_OR_RETURN(data::ImageBatch batch, dataset.TrainBatch(first, t.micro_batch));
-      Tensor loss = graph::CrossEntropy(model.Forward(batch.images), batch.labels);
+      Tensor loss = graphed ? (*graphed)({batch.images, batch.labels})[0]
+                            : graph::CrossEntropy(model.Forward(batch.images), batch.labels);
       loss_sum[0] += loss.Item();
       graph::Backward(loss, Tensor::Scalar(1.0 / static_cast<double>(accum)));
     }
@@ -282,17 +298,19 @@ Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOp
     const double ips = timed_s > 0 ? static_cast<double>(timed_images) / timed_s : t.global_batch / step_s;
     if (progress) progress->Update({step, loss, lr, ips, grad_norm, Seconds(start, s1), "img/s"});
     if (record) {
-      TESSERA_RETURN_IF_ERROR(record->AppendMetrics(
-          {{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm}, {"step_s", step_s},
-           {"images_per_s", ips}}));
+      TESSERA_RETURN_IF_ERROR(record->AppendMetrics({{"step", step},
+                                                     {"loss", loss},
+                                                     {"lr", lr},
+                                                     {"grad_norm", grad_norm},
+                                                     {"step_s", step_s},
+                                                     {"images_per_s", ips}}));
     }
     if (step == first_step && !resumed_from.empty() && record) {
       TESSERA_RETURN_IF_ERROR(AppendEvent(run_dir, RecoveryEvent("disk", resumed_from, first_step - 1, RestartCount(),
                                                                  record->last_step_before_resume())));
     }
     if (checkpointer && schedule.Due(step, first_step, Seconds(last_save, Clock::now()))) {
-      TESSERA_RETURN_IF_ERROR(
-          checkpointer->Save(step, static_cast<const graph::Module&>(model), opt, config.ToJson()));
+      TESSERA_RETURN_IF_ERROR(checkpointer->Save(step, static_cast<const graph::Module&>(model), opt, config.ToJson()));
       schedule.Saved(checkpointer->last_snapshot_seconds());
       last_save = Clock::now();
     }
@@ -336,16 +354,21 @@ Status Run(const TrainConfig& config, comm::Communicator* world, const TrainerOp
   s.wall_s = Seconds(start, Clock::now());
   s.run_dir = record ? run_dir : "";
   if (ranks > 1) s.parallel = {{"dp", ranks}, {"mode", "data-parallel (per-rank batch norm statistics)"}};
+  if (graphed) {
+    s.parallel["graph_segments_rank0"] = GraphModeJson({{graphed->name(), graphed.get()}});
+    message(GraphModeLine(s.parallel["graph_segments_rank0"]));
+  }
   if (record) {
     nlohmann::json j = s.ToJson();
     j["images_per_s"] = s.tokens_per_s;
     j["model_flops_per_image"] = flops_per_image;
     TESSERA_RETURN_IF_ERROR(record->WriteJson("summary.json", j));
   }
-  message(fmt::format("done: {} steps in {:.1f}s | final loss {:.4f} | eval loss {:.4f} | top-1 {:.4f} (chance "
-                      "{:.4f}) | {:.1f} img/s | MFU {:.1f}% | peak memory {:.1f} MiB{}",
-                      s.steps, s.wall_s, s.final_loss, s.eval.loss, s.eval.metric, s.chance_metric, s.tokens_per_s,
-                      100 * s.mfu, s.peak_memory_bytes / 1048576.0, record ? " | " + run_dir + "/summary.json" : ""));
+  message(
+      fmt::format("done: {} steps in {:.1f}s | final loss {:.4f} | eval loss {:.4f} | top-1 {:.4f} (chance "
+                  "{:.4f}) | {:.1f} img/s | MFU {:.1f}% | peak memory {:.1f} MiB{}",
+                  s.steps, s.wall_s, s.final_loss, s.eval.loss, s.eval.metric, s.chance_metric, s.tokens_per_s,
+                  100 * s.mfu, s.peak_memory_bytes / 1048576.0, record ? " | " + run_dir + "/summary.json" : ""));
   if (summary != nullptr) *summary = s;
   return Status::Ok();
 }

@@ -21,10 +21,18 @@ const std::string kConfig = std::string(TESSERA_SOURCE_DIR) + "/configs/train/re
 
 // The shipped config shrunk to seconds: bottleneck [1, 1], width 8, 12x12.
 TrainConfig Tiny(std::vector<std::string> overrides) {
-  std::vector<std::string> all = {"model.resnet.layers=[1, 1]", "model.resnet.width=8", "model.resnet.num_classes=4",
-                                  "data.image_size=12", "data.image_noise=0.5", "data.image_shift=1",
-                                  "train.micro_batch=8", "train.global_batch=16", "train.warmup_steps=2",
-                                  "eval.samples=64", "eval.every=0", "train.threads=1"};
+  std::vector<std::string> all = {"model.resnet.layers=[1, 1]",
+                                  "model.resnet.width=8",
+                                  "model.resnet.num_classes=4",
+                                  "data.image_size=12",
+                                  "data.image_noise=0.5",
+                                  "data.image_shift=1",
+                                  "train.micro_batch=8",
+                                  "train.global_batch=16",
+                                  "train.warmup_steps=2",
+                                  "eval.samples=64",
+                                  "eval.every=0",
+                                  "train.threads=1"};
   all.insert(all.end(), overrides.begin(), overrides.end());
   auto c = TrainConfig::Load(kConfig, all);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
@@ -62,6 +70,25 @@ TEST(ImageTraining, LearnsTheSyntheticImages) {
   EXPECT_GT(s.mfu, 0.0);
 }
 
+// train.graph: the model + loss is one captured graph (batch norm's running
+// statistics updated in place by effect nodes); the run matches eager:
+// every step's loss (through the average of the last ten), and the eval
+// loss, which reads the running statistics.
+TEST(ImageTraining, GraphModeMatchesEager) {
+  TrainSummary eager, graphed;
+  ASSERT_TRUE(RunImageTraining(Tiny({"train.steps=12", "eval.every=12"}), nullptr, Quiet(), &eager).ok());
+  ASSERT_TRUE(
+      RunImageTraining(Tiny({"train.steps=12", "eval.every=12", "train.graph=true"}), nullptr, Quiet(), &graphed).ok());
+  EXPECT_NEAR(graphed.final_loss, eager.final_loss, 1e-5 * eager.final_loss);
+  EXPECT_NEAR(graphed.final_loss_avg10, eager.final_loss_avg10, 1e-5 * eager.final_loss_avg10);
+  EXPECT_NEAR(graphed.eval.loss, eager.eval.loss, 1e-5 * eager.eval.loss);
+  ASSERT_TRUE(graphed.parallel.contains("graph_segments_rank0")) << graphed.parallel.dump(1);
+  const auto& seg = graphed.parallel["graph_segments_rank0"].at(0);
+  EXPECT_EQ(seg.at("mode"), "graph") << seg.dump(1);
+  EXPECT_EQ(seg.at("replays").get<int>(), 12 * 2 - 2) << seg.dump(1);  // 2 micro-batches a step; capture, check
+  EXPECT_FALSE(eager.parallel.contains("graph_segments_rank0"));
+}
+
 TEST(ImageTraining, DataParallelMatchesOneProcess) {
   // Same samples per micro-batch (so the same batch-norm statistics), the
   // gradient averaged over all micro-batches either way: equal losses.
@@ -91,8 +118,8 @@ TEST(ImageTraining, DataParallelMatchesOneProcess) {
 }
 
 std::filesystem::path FreshDir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("tessera_image_ckpt_" + name + "_" +
-                                                              std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tessera_image_ckpt_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   return dir;
 }
@@ -134,8 +161,8 @@ TEST(ImageTraining, ResumesBitwiseFromACheckpoint) {
       std::filesystem::resize_file(f.path(), std::filesystem::file_size(f.path()) / 2);
     }
   }
-  st = RunImageTraining(Tiny({"train.steps=6", dir, "checkpoint.resume=\"" + step4.string() + "\""}), nullptr,
-                        Quiet(), nullptr);
+  st = RunImageTraining(Tiny({"train.steps=6", dir, "checkpoint.resume=\"" + step4.string() + "\""}), nullptr, Quiet(),
+                        nullptr);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.ToString().find(step4.string()), std::string::npos) << st.ToString();
   std::filesystem::remove_all(root / parallel::checkpoint::StepDirName(6));
@@ -152,9 +179,9 @@ TEST(ImageTraining, RefusesAnotherModelsCheckpoint) {
   const std::string dir = "checkpoint.dir=\"" + root.string() + "\"";
   ASSERT_TRUE(RunImageTraining(Tiny({"train.steps=2", "checkpoint.every=2", dir}), nullptr, Quiet(), nullptr).ok());
   const auto step2 = root / parallel::checkpoint::StepDirName(2);
-  Status st = RunImageTraining(Tiny({"train.steps=4", "model.resnet.width=16", dir,
-                                     "checkpoint.resume=\"" + step2.string() + "\""}),
-                               nullptr, Quiet(), nullptr);
+  Status st = RunImageTraining(
+      Tiny({"train.steps=4", "model.resnet.width=16", dir, "checkpoint.resume=\"" + step2.string() + "\""}), nullptr,
+      Quiet(), nullptr);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.ToString().find("mismatch"), std::string::npos) << st.ToString();
   std::filesystem::remove_all(root);
