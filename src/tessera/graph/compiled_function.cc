@@ -92,7 +92,6 @@ std::unique_ptr<CompiledGraph> Compile(Graph forward, const PassOptions& options
     c->planned_values.push_back(v.id);
     if (v.producer < fwd_end && last >= fwd_end && !escaping.count(v.id)) c->graph_saved_bytes += v.bytes();
   }
-  c->inter_op = inter_op;
   const int threads = inter_op ? 0 : 1;
   c->forward_train = PlanInterOp(g, 0, fwd_end, c->last_use, c->pinned, threads);
   c->forward_infer = PlanInterOp(g, 0, fwd_end, c->last_use_forward, c->pinned, threads);

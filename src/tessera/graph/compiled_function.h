@@ -58,7 +58,6 @@ struct CompiledGraph {
   // the replays. The forward has one for training (values the backward
   // reads stay) and one for inference.
   InterOpSchedule forward_train, forward_infer, backward;
-  bool inter_op = true;
 };
 
 class GraphFunction {
@@ -105,7 +104,8 @@ class GraphFunction {
 };
 
 // Compiles a captured forward graph: autodiff, passes, liveness, memory plan.
-// `inter_op` false: the replays run the nodes one at a time in graph order.
+// `inter_op` false: the schedules are planned for one thread, so no step
+// runs its chains side by side.
 std::unique_ptr<CompiledGraph> Compile(Graph forward, const PassOptions& options, bool inter_op = true);
 
 }  // namespace tessera::graph

@@ -183,94 +183,90 @@ TEST(InterOp, MeasuredReplaysMatchEagerAndDecideEveryStep) {
   }
 }
 
-// A hand-built graph: a, b independent; e has effects; c, d independent.
-TEST(InterOp, EffectNodesOrderEverythingAroundThem) {
-  ScopedThreads threads;
+// A hand-built graph over one input x of shape [2]: each node reads x and
+// writes one [2] output.
+struct HandGraph {
   Graph g;
-  Value in;
-  in.kind = ValueKind::kInput;
-  in.shape = {2};
-  const int x = g.AddValue(in);
-  g.inputs = {x};
-  auto node = [&](const char* op, std::vector<int> inputs, bool effects) {
+  int x = -1;
+  HandGraph() {
+    Value in;
+    in.kind = ValueKind::kInput;
+    in.shape = {2};
+    x = g.AddValue(in);
+    g.inputs = {x};
+  }
+  int Add(const char* op, bool effects, ForwardFn run) {
     Value v;
     v.shape = {2};
     v.producer = static_cast<int>(g.nodes.size());
     const int out = g.AddValue(v);
     Node n;
     n.op = op;
-    n.inputs = std::move(inputs);
+    n.inputs = {x};
     n.outputs = {out};
     n.side_effects = effects;
-    n.run = [](const Ins& ins) { return Ins{ins[0].Clone()}; };
-    g.nodes.push_back(n);
+    n.run = std::move(run);
+    g.nodes.push_back(std::move(n));
+    g.outputs.push_back(out);
     return out;
-  };
-  const int a = node("A", {x}, false);
-  const int b = node("B", {x}, false);
-  node("E", {x}, true);
-  const int c = node("C", {x}, false);
-  const int d = node("D", {x}, false);
-  g.outputs = {a, b, c, d};
-  std::vector<int> last_use(g.values.size(), -1);
-  std::vector<bool> pinned(g.values.size(), false);
-  for (int v : g.outputs) pinned[v] = true;
-  InterOpSchedule s = PlanInterOp(g, 0, static_cast<int>(g.nodes.size()), last_use, pinned, 2);
-  ASSERT_EQ(s.steps.size(), 3u) << s.ToText(g);
+  }
+  InterOpSchedule Plan() const {
+    std::vector<int> last_use(g.values.size(), -1);
+    std::vector<bool> pinned(g.values.size(), false);
+    for (int v : g.outputs) pinned[v] = true;
+    return PlanInterOp(g, 0, static_cast<int>(g.nodes.size()), last_use, pinned, 2);
+  }
+  std::vector<Tensor> Slot() const {
+    std::vector<Tensor> slot(g.values.size());
+    slot[x] = Tensor::FromVector(std::vector<float>{1, 2}, {2});
+    return slot;
+  }
+};
+
+Ins Copy(const Ins& ins) { return Ins{ins[0].Clone()}; }
+
+// a, b independent; e has effects; c, d independent.
+TEST(InterOp, EffectNodesOrderEverythingAroundThem) {
+  ScopedThreads threads;
+  HandGraph h;
+  for (const char* op : {"A", "B"}) h.Add(op, false, Copy);
+  h.Add("E", true, Copy);
+  for (const char* op : {"C", "D"}) h.Add(op, false, Copy);
+  InterOpSchedule s = h.Plan();
+  ASSERT_EQ(s.steps.size(), 3u) << s.ToText(h.g);
   auto ops = [&](const InterOpStep& st) {
     std::string o;
-    for (const auto& ch : st.chains) o += g.nodes[ch.nodes[0]].op;
+    for (const auto& ch : st.chains) o += h.g.nodes[ch.nodes[0]].op;
     std::sort(o.begin(), o.end());
     return o;
   };
   EXPECT_EQ(ops(s.steps[0]), "AB");
   EXPECT_EQ(ops(s.steps[1]), "E");
   EXPECT_EQ(ops(s.steps[2]), "CD");
-  std::vector<Tensor> slot(g.values.size());
-  slot[x] = Tensor::FromVector(std::vector<float>{1, 2}, {2});
+  std::vector<Tensor> slot = h.Slot();
   NoGradGuard no_grad;
-  RunInterOp(g, s, slot, 1);
-  for (int v : g.outputs) EXPECT_EQ(slot[v].ToFloatVector(), (std::vector<float>{1, 2}));
+  RunInterOp(h.g, s, slot, 1);
+  for (int v : h.g.outputs) EXPECT_EQ(slot[v].ToFloatVector(), (std::vector<float>{1, 2}));
 }
 
 // A node that throws inside a parallel step: the error reaches the caller
 // after the other chain finished; nothing hangs.
 TEST(InterOp, AnErrorInAParallelChainPropagates) {
   ScopedThreads threads;
-  Graph g;
-  Value in;
-  in.kind = ValueKind::kInput;
-  in.shape = {2};
-  const int x = g.AddValue(in);
-  g.inputs = {x};
+  HandGraph h;
   std::atomic<int> ran{0};
-  for (int k = 0; k < 2; ++k) {
-    Value v;
-    v.shape = {2};
-    v.producer = k;
-    const int out = g.AddValue(v);
-    Node n;
-    n.op = k == 0 ? "Fails" : "Works";
-    n.inputs = {x};
-    n.outputs = {out};
-    n.run = [k, &ran](const Ins& ins) {
-      if (k == 0) throw std::runtime_error("node 'Fails' broke");
-      ran += 1;
-      return Ins{ins[0].Clone()};
-    };
-    g.nodes.push_back(n);
-    g.outputs.push_back(out);
-  }
-  std::vector<int> last_use(g.values.size(), -1);
-  std::vector<bool> pinned(g.values.size(), true);
-  InterOpSchedule s = PlanInterOp(g, 0, 2, last_use, pinned, 2);
+  h.Add("Fails", false, [](const Ins&) -> Ins { throw std::runtime_error("node 'Fails' broke"); });
+  h.Add("Works", false, [&ran](const Ins& ins) {
+    ran += 1;
+    return Copy(ins);
+  });
+  InterOpSchedule s = h.Plan();
   ASSERT_EQ(s.steps.size(), 1u);
   for (int force : {0, 1}) {
-    std::vector<Tensor> slot(g.values.size());
-    slot[x] = Tensor::FromVector(std::vector<float>{1, 2}, {2});
+    std::vector<Tensor> slot = h.Slot();
     NoGradGuard no_grad;
     try {
-      RunInterOp(g, s, slot, force);
+      RunInterOp(h.g, s, slot, force);
       ADD_FAILURE() << "no error (force " << force << ")";
     } catch (const std::runtime_error& e) {
       EXPECT_NE(std::string(e.what()).find("'Fails' broke"), std::string::npos);
