@@ -11,12 +11,6 @@ namespace {
 
 size_t ElemBytes(DataType dtype) { return dtype == DataType::kFloat32 ? 4 : 2; }
 
-float LoadElem(const void* y, DataType dtype, int64_t i) {
-  if (dtype == DataType::kFloat32) return static_cast<const float*>(y)[i];
-  const uint16_t b = static_cast<const uint16_t*>(y)[i];
-  return dtype == DataType::kBFloat16 ? bf16::FromBits(b).ToFloat() : fp16::FromBits(b).ToFloat();
-}
-
 Status CheckDtype(DataType dtype, Payload payload, const char* op) {
   if (dtype != DataType::kFloat32 && dtype != DataType::kBFloat16 && dtype != DataType::kFloat16) {
     return InvalidArgument("MoE {}: dtype {} is not float32, bfloat16 or float16", op, DataTypeName(dtype));
@@ -65,10 +59,10 @@ MoeBuffer::MoeBuffer(Communicator* comm, int num_experts, int64_t hidden)
       ranks_(comm == nullptr ? 1 : comm->size()),
       num_experts_(num_experts),
       hidden_(hidden) {
-  fused_ = comm != nullptr && ranks_ > 1 && comm->direct_peer_reads();
-  const bool shared = comm != nullptr && ranks_ > 1 && comm->zero_copy() && !fused_;
-  send_stage_.set_shared(shared);
-  recv_stage_.set_shared(shared);
+  // One host with mappable shared memory: the zero-copy path (shm_path.h),
+  // whose send staging peers read in place.
+  fused_ = comm != nullptr && ranks_ > 1 && comm->zero_copy();
+  send_stage_.set_shared(fused_);
 }
 
 Status MoeBuffer::Exchange(const uint8_t* send, const std::vector<int64_t>& send_offsets, uint8_t* recv,
@@ -252,25 +246,29 @@ Status MoeBuffer::Dispatch(const DispatchHandle& h, const void* x, DataType dtyp
   const size_t row_bytes = RowBytes(payload, hidden_);
   const size_t elem_row = static_cast<size_t>(hidden_) * ElemBytes(dtype);
   if (Fused()) {
+    // Each token written once into the shared staging (as is, or encoded),
+    // however many ranks read it.
     const bool exact = IsExact(payload, dtype);
-    const uint8_t* src = static_cast<const uint8_t*>(x);
-    if (!exact) {  // each token encoded once, however many ranks read it
-      TESSERA_ASSIGN_OR_RETURN(uint8_t * stage, send_stage_.Get(h.num_tokens * row_bytes));
+    const size_t stride = exact ? elem_row : row_bytes;
+    const size_t stage_bytes = std::max<size_t>(1, static_cast<size_t>(h.num_tokens) * stride);
+    TESSERA_ASSIGN_OR_RETURN(uint8_t * stage, send_stage_.Get(stage_bytes));
+    const auto* xb = static_cast<const uint8_t*>(x);
+    if (exact) {
+      if (h.num_tokens > 0) std::memcpy(stage, xb, static_cast<size_t>(h.num_tokens) * stride);
+    } else {
       std::vector<uint8_t> done(static_cast<size_t>(h.num_tokens), 0);
       for (int64_t t : h.send_tokens) {
         if (done[t]) continue;
         done[t] = 1;
-        EncodeRow(payload, src + t * elem_row, dtype, hidden_, stage + t * row_bytes);
+        EncodeRow(payload, xb + t * elem_row, dtype, hidden_, stage + t * row_bytes);
       }
-      src = stage;
     }
     for (int r = 0; r < ranks_; ++r) {
       if (r != rank_) bytes_sent_ += static_cast<uint64_t>(h.send_offsets[r + 1] - h.send_offsets[r]) * row_bytes;
     }
     auto* out = static_cast<uint8_t*>(recv_x);
-    const size_t stride = exact ? elem_row : row_bytes;
     Status st = comm_->RunCustom("moe_dispatch", [&](algo::AlgoEnv& env) {
-      return shm_path::Dispatch(env, h, src, stride, exact, payload, dtype, hidden_, out, tmp_);
+      return shm_path::Dispatch(env, h, stage, stride, stage_bytes, exact, payload, dtype, hidden_, out);
     });
     if (!st.ok()) return st.WithContext(fmt::format("MoE dispatch (rank {} of {})", rank_, ranks_));
     return Status::Ok();
@@ -295,85 +293,54 @@ Status MoeBuffer::Dispatch(const DispatchHandle& h, const void* x, DataType dtyp
 
 Status MoeBuffer::Combine(const DispatchHandle& h, const void* y, DataType dtype, const float* row_weights,
                           Payload payload, void* out) {
-  return CombineImpl(h, y, dtype, row_weights, payload, out, /*pull_rows=*/false, false);
-}
-
-Status MoeBuffer::CombineGated(const DispatchHandle& h, const void* y, DataType dtype, bool gates, Payload payload,
-                               void* out) {
-  return CombineImpl(h, y, dtype, gates ? h.row_weights.data() : nullptr, payload, out, /*pull_rows=*/true, gates);
-}
-
-Status MoeBuffer::CombineImpl(const DispatchHandle& h, const void* y, DataType dtype, const float* row_weights,
-                              Payload payload, void* out, bool pull_rows, bool gates) {
   TESSERA_RETURN_IF_ERROR(CheckHandle(h));
   TESSERA_RETURN_IF_ERROR(CheckDtype(dtype, payload, "combine"));
   const size_t row_bytes = RowBytes(payload, hidden_);
   const size_t h_sz = static_cast<size_t>(hidden_);
-  if (pull_rows && Fused() && IsExact(payload, dtype)) {
-    // Every rank pulls its choices' rows straight from the experts' outputs
-    // and weights them itself (it knows the weights: 1, or its own gates).
-    acc_.resize(std::max(h_sz, static_cast<size_t>(h.num_tokens) * h_sz));
-    float* sum = dtype == DataType::kFloat32 ? static_cast<float*>(out) : acc_.data();
-    if (h.num_tokens > 0) std::fill(sum, sum + static_cast<size_t>(h.num_tokens) * h_sz, 0.0f);
-    const size_t elem_row = h_sz * ElemBytes(dtype);
-    for (int s = 0; s < ranks_; ++s) {  // rows of this rank's experts that rank s reads
-      if (s == rank_) continue;
-      const int64_t rows = h.row_offsets[h.recv_offsets[s + 1]] - h.row_offsets[h.recv_offsets[s]];
-      bytes_sent_ += static_cast<uint64_t>(rows) * elem_row;
-    }
-    const float* weights = gates ? h.topk_weights.data() : nullptr;
-    Status st = comm_->RunCustom("moe_combine", [&](algo::AlgoEnv& env) {
-      return shm_path::CombineRows(env, h, static_cast<const uint8_t*>(y), dtype, weights, hidden_, sum, tmp_);
-    });
-    if (!st.ok()) return st.WithContext(fmt::format("MoE combine (rank {} of {})", rank_, ranks_));
-    if (h.num_tokens > 0 && dtype != DataType::kFloat32) StoreRows(sum, h.num_tokens * hidden_, dtype, out);
-    return Status::Ok();
-  }
+  const size_t elem_row = h_sz * ElemBytes(dtype);
   TESSERA_ASSIGN_OR_RETURN(uint8_t * send, send_stage_.Get(h.num_recv_tokens() * row_bytes));
-  TESSERA_ASSIGN_OR_RETURN(uint8_t * recv, recv_stage_.Get(Fused() ? 0 : h.num_sent_tokens() * row_bytes));
   acc_.resize(std::max(h_sz, static_cast<size_t>(h.num_tokens) * h_sz));
   partial_.resize(h_sz);
-  // Expert side: one partial sum per received token.
-  float* partial = partial_.data();
+  // Expert side: one partial sum per received token, its rows in choice
+  // order (with an fp32 payload summed straight into the staging).
+  const auto* yb = static_cast<const uint8_t*>(y);
   for (int64_t i = 0; i < h.num_recv_tokens(); ++i) {
+    uint8_t* dst = send + i * row_bytes;
+    float* partial = payload == Payload::kFloat32 ? reinterpret_cast<float*>(dst) : partial_.data();
     std::fill(partial, partial + h_sz, 0.0f);
     for (int64_t k = h.row_offsets[i]; k < h.row_offsets[i + 1]; ++k) {
       const int64_t row = h.rows_of[k];
-      const float w = row_weights != nullptr ? row_weights[row] : 1.0f;
-      if (dtype != DataType::kFloat32) {
-        for (size_t c = 0; c < h_sz; ++c) {
-          const float prod = LoadElem(y, dtype, row * hidden_ + static_cast<int64_t>(c)) * w;
-          partial[c] += prod;
-        }
-      } else {
-        const float* yr = static_cast<const float*>(y) + row * hidden_;
-        for (size_t c = 0; c < h_sz; ++c) {
-          const float prod = yr[c] * w;
-          partial[c] += prod;
-        }
-      }
+      AccumulateWeighted(yb + row * elem_row, dtype, row_weights != nullptr ? row_weights[row] : 1.0f, hidden_,
+                         partial);
     }
-    EncodeRow(payload, partial, DataType::kFloat32, hidden_, send + i * row_bytes);
+    if (payload != Payload::kFloat32) EncodeRow(payload, partial, DataType::kFloat32, hidden_, dst);
   }
   // Source side: partial sums in rank order.
   float* sum = dtype == DataType::kFloat32 ? static_cast<float*>(out) : acc_.data();
-  if (h.num_tokens > 0) std::fill(sum, sum + static_cast<size_t>(h.num_tokens) * h_sz, 0.0f);
+  stored_.assign(static_cast<size_t>(h.num_tokens), 0);
   if (Fused()) {
     for (int r = 0; r < ranks_; ++r) {
       if (r != rank_) bytes_sent_ += static_cast<uint64_t>(h.recv_offsets[r + 1] - h.recv_offsets[r]) * row_bytes;
     }
     Status st = comm_->RunCustom("moe_combine", [&](algo::AlgoEnv& env) {
-      return shm_path::Combine(env, h, send, payload, hidden_, sum, tmp_);
+      return shm_path::Combine(env, h, send, payload, hidden_, stored_, sum);
     });
     if (!st.ok()) return st.WithContext(fmt::format("MoE combine (rank {} of {})", rank_, ranks_));
   } else {
+    TESSERA_ASSIGN_OR_RETURN(uint8_t * recv, recv_stage_.Get(h.num_sent_tokens() * row_bytes));
     TESSERA_RETURN_IF_ERROR(Exchange(send, h.recv_offsets, recv, h.send_offsets, row_bytes, "combine"));
     for (int64_t i = 0; i < h.num_sent_tokens(); ++i) {
-      DecodeAccumulate(payload, recv + i * row_bytes, hidden_, sum + h.send_tokens[i] * hidden_);
+      StoreOrAccumulate(payload, recv + i * row_bytes, hidden_, h.send_tokens[i], stored_, sum);
     }
   }
+  FillUnstored(stored_, hidden_, sum);
   if (h.num_tokens > 0 && dtype != DataType::kFloat32) StoreRows(sum, h.num_tokens * hidden_, dtype, out);
   return Status::Ok();
+}
+
+Status MoeBuffer::CombineGated(const DispatchHandle& h, const void* y, DataType dtype, bool gates, Payload payload,
+                               void* out) {
+  return Combine(h, y, dtype, gates ? h.row_weights.data() : nullptr, payload, out);
 }
 
 Status MoeBuffer::ReturnScalars(const DispatchHandle& h, const float* per_row, float* out) {

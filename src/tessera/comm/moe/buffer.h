@@ -26,17 +26,16 @@
 // Dispatch's adjoint is Combine with weights 1; Combine's adjoint is a
 // cached Dispatch of the output gradient (parallel/expert_parallel wraps
 // both for the autograd).
-// Same host with direct peer reads (Communicator::direct_peer_reads):
-// the fused path of shm_path.h — every rank pulls each token row straight
-// from its source's input (or, for a lossy payload, from the source's rows
-// encoded once each) into its expert rows; combine pulls, per token, its
-// expert rows (weights known at the source: 1 or the dispatched gates) or
-// else the expert side's partial sums, straight into the accumulator: one
-// pass per byte. Otherwise (tcp, or no direct reads) pack / all-to-all-v /
-// unpack through staging buffers (shared memory when the communicator runs
-// zero copy). Both paths give identical fp32 results (bf16 / fp16: the
-// pulled rows' partial sums stay fp32, one rounding fewer). Staging is reused across calls. Errors: bad arguments → InvalidArgument naming the argument; a
-// failed exchange → the communicator's error (the group fails together).
+// Same host with mappable shared memory (Communicator::zero_copy): the
+// zero-copy path of shm_path.h, DeepEP's registered buffers — each rank
+// writes a token row once into its shared staging (as is, or encoded) and
+// every rank copies the rows it receives straight from the peers' stagings
+// into its expert rows; combine's partial sums go the same way, straight
+// into the accumulator. Otherwise (tcp, or no shared mappings) pack /
+// all-to-all-v / unpack through staging buffers. Both paths give the same
+// bits (one summation order, one partial-sum kernel). Staging is reused
+// across calls. Errors: bad arguments → InvalidArgument naming the
+// argument; a failed exchange → the communicator's error (the group fails together).
 // Thread-safety: one thread per MoeBuffer; collective (every rank of the
 // communicator calls the same sequence).
 #pragma once
@@ -79,10 +78,7 @@ class MoeBuffer {
   Status Combine(const DispatchHandle& h, const void* y, DataType dtype, const float* row_weights, Payload payload,
                  void* out);
   // The same sum with the weights given to Layout (`gates`: DeepEP's
-  // combine(x, handle, topk_weights)) or with weights 1, applied where each
-  // token lives. Every rank passes the same `gates` (collective), so with
-  // an exact payload the same-host path lets each token's rank pull its
-  // expert rows and weight them itself (no expert-side pass).
+  // combine(x, handle, topk_weights)) or with weights 1.
   Status CombineGated(const DispatchHandle& h, const void* y, DataType dtype, bool gates, Payload payload, void* out);
   // per_row [num_recv_rows] -> out [T·k].
   Status ReturnScalars(const DispatchHandle& h, const float* per_row, float* out);
@@ -95,11 +91,7 @@ class MoeBuffer {
   Status Exchange(const uint8_t* send, const std::vector<int64_t>& send_offsets, uint8_t* recv,
                   const std::vector<int64_t>& recv_offsets, size_t record_bytes, const char* what);
   Status CheckHandle(const DispatchHandle& h) const;
-  // Combine / CombineGated: pull_rows lets the same-host path pull expert
-  // rows to the token's rank, weighted there by the gates (or 1).
-  Status CombineImpl(const DispatchHandle& h, const void* y, DataType dtype, const float* row_weights,
-                     Payload payload, void* out, bool pull_rows, bool gates);
-  // The fused same-host path (shm_path.h) instead of pack / exchange / unpack.
+  // The zero-copy same-host path (shm_path.h) instead of pack / exchange / unpack.
   bool Fused() const { return fused_; }
 
   Communicator* comm_;
@@ -109,7 +101,7 @@ class MoeBuffer {
   int64_t hidden_;
   Staging send_stage_, recv_stage_;
   std::vector<float> acc_, partial_;
-  std::vector<uint8_t> tmp_;
+  std::vector<uint8_t> stored_;
   bool fused_ = false;
   uint64_t bytes_sent_ = 0;
 };

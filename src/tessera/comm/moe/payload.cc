@@ -172,4 +172,45 @@ void DecodeAccumulate(Payload p, const uint8_t* src, int64_t hidden, float* acc)
   }
 }
 
+void StoreOrAccumulate(Payload p, const uint8_t* src, int64_t hidden, int64_t token, std::vector<uint8_t>& stored,
+                       float* sum) {
+  float* acc = sum + token * hidden;
+  if (stored[token]) {
+    DecodeAccumulate(p, src, hidden, acc);
+  } else {
+    DecodeRow(p, src, hidden, DataType::kFloat32, acc);
+    stored[token] = 1;
+  }
+}
+
+void FillUnstored(const std::vector<uint8_t>& stored, int64_t hidden, float* sum) {
+  for (size_t t = 0; t < stored.size(); ++t) {
+    if (!stored[t]) std::fill(sum + t * hidden, sum + (t + 1) * hidden, 0.0f);
+  }
+}
+
+void AccumulateWeighted(const void* row, DataType dtype, float weight, int64_t hidden, float* acc) {
+  // (prod first, then the add: no fused multiply-add, the same bits on every path)
+  if (dtype == DataType::kFloat32) {
+    const float* v = static_cast<const float*>(row);
+    for (int64_t i = 0; i < hidden; ++i) {
+      const float prod = v[i] * weight;
+      acc[i] += prod;
+    }
+    return;
+  }
+  const uint16_t* v = static_cast<const uint16_t*>(row);
+  if (dtype == DataType::kBFloat16) {
+    for (int64_t i = 0; i < hidden; ++i) {
+      const float prod = bf16::FromBits(v[i]).ToFloat() * weight;
+      acc[i] += prod;
+    }
+    return;
+  }
+  for (int64_t i = 0; i < hidden; ++i) {
+    const float prod = fp16::FromBits(v[i]).ToFloat() * weight;
+    acc[i] += prod;
+  }
+}
+
 }  // namespace tessera::comm::moe

@@ -10,13 +10,14 @@
 //     below 2^-6·scale). An all-zero block has scale 0 and decodes to 0;
 //     a NaN makes its block NaN.
 // A row is encoded as [payload][scales] padded to 16 bytes (RowBytes).
-// Decoding writes fp32 or bf16; DecodeAccumulate adds w·row into an fp32
+// Decoding writes fp32 or bf16; DecodeAccumulate adds a row into an fp32
 // accumulator (combine). Thread-safe (pure functions).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "tessera/base/status.h"
 #include "tessera/comm/api/types.h"
@@ -39,5 +40,16 @@ void EncodeRow(Payload p, const void* src, DataType dtype, int64_t hidden, uint8
 void DecodeRow(Payload p, const uint8_t* src, int64_t hidden, DataType dtype, void* dst);
 // acc[i] += decode(src)[i] (fp32 accumulator).
 void DecodeAccumulate(Payload p, const uint8_t* src, int64_t hidden, float* acc);
+// The source side of a combine: a token's first row is stored (decoded to
+// fp32), later ones added; `first` tracks which tokens were stored.
+// FillUnstored zeroes the tokens that received nothing. Summing into a
+// zeroed accumulator gives the same values without the zeroing pass.
+void StoreOrAccumulate(Payload p, const uint8_t* src, int64_t hidden, int64_t token, std::vector<uint8_t>& stored,
+                       float* sum);
+void FillUnstored(const std::vector<uint8_t>& stored, int64_t hidden, float* sum);
+// acc[i] += weight · row[i] for `hidden` elements of `dtype` (kFloat32,
+// kBFloat16 or kFloat16): the expert side's per-token partial sums of a
+// combine (one implementation, so every path gives the same bits).
+void AccumulateWeighted(const void* row, DataType dtype, float weight, int64_t hidden, float* acc);
 
 }  // namespace tessera::comm::moe

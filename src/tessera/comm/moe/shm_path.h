@@ -1,13 +1,14 @@
-// The fused same-host path of MoE dispatch / combine (comm/moe/buffer.h,
-// low_latency.h): when ranks read each other's memory directly
-// (Communicator::direct_peer_reads: threads, or cross-memory attach), one
-// custom operation (Communicator::RunCustom) publishes each rank's source
-// buffer in a low-latency step and every rank pulls exactly the bytes it
-// needs straight into their final place — a token row from the source's
-// own buffer into its expert row, a partial sum from the expert side's
-// staging into the accumulator — then a closing step keeps the sources
-// untouched until all ranks are done. One pass per byte instead of
-// pack / exchange / unpack. Runs on the communicator's executor thread.
+// The zero-copy same-host path of MoE dispatch / combine (comm/moe/buffer.h,
+// low_latency.h), DeepEP's registered-buffer design on shared memory: when
+// ranks map each other's shared allocations (Communicator::zero_copy), each
+// rank writes what it sends once into its own shared staging (a token row
+// once, however many ranks read it; a partial sum once per (token, rank)),
+// one custom operation (Communicator::RunCustom / SubmitCustom) publishes
+// every staging in a low-latency step, and every rank reads exactly the
+// bytes it needs straight from the peers' mappings into their final place
+// (an expert row, an accumulator) with plain loads: no system call per row,
+// no pack / exchange / unpack. A closing step keeps every staging untouched
+// until all ranks are done. Runs on the communicator's executor thread.
 #pragma once
 
 #include <cstddef>
@@ -25,31 +26,43 @@ struct AlgoEnv;
 
 namespace tessera::comm::moe::shm_path {
 
-// Rows of `src` (this rank's tokens, `src_row_bytes` apart: the input
-// itself when `exact`, else its rows encoded in `payload`) to every rank's
-// expert rows `out` (elements of `dtype`, `hidden` per row).
-Status Dispatch(algo::AlgoEnv& env, const DispatchHandle& h, const uint8_t* src, size_t src_row_bytes, bool exact,
-                Payload payload, DataType dtype, int64_t hidden, uint8_t* out, std::vector<uint8_t>& tmp);
+// Every rank's published shared buffer, mapped here, for the length of one
+// custom operation. Open publishes [mine, mine + bytes) (which must lie in
+// one AllocShared allocation) in an LL step (a barrier: every buffer is
+// filled), maps the peers' (cached by the shm context) and, for ranks that
+// are threads of this process, stays registered inside their buffers
+// (shm::Context::EnterPeer) until Close or destruction. Close leaves and
+// runs the closing LL step.
+class PeerViews {
+ public:
+  explicit PeerViews(algo::AlgoEnv& env) : env_(env) {}
+  ~PeerViews() { Leave(); }
+  PeerViews(const PeerViews&) = delete;
+  PeerViews& operator=(const PeerViews&) = delete;
 
-// `partials`: this rank's partial sums, one encoded row (`payload`) per
-// received token in receive order. Every rank adds, in rank order, the
-// rows of its own tokens from every rank into `sum` [T, hidden] (fp32,
-// zeroed by the caller).
-Status Combine(algo::AlgoEnv& env, const DispatchHandle& h, const uint8_t* partials, Payload payload,
-               int64_t hidden, float* sum, std::vector<uint8_t>& tmp);
+  Status Open(const void* mine, size_t bytes);
+  const uint8_t* at(int rank) const { return base_[rank]; }
+  Status Close();
 
-// Every rank adds, per token and in expert order, weight · y_r[row] over
-// its choices (h.topk_idx / h.remote_rows; `weights` [T·k] or null for 1)
-// into `sum` [T, hidden] (fp32, zeroed by the caller), reading the expert
-// rows `y` (elements of `dtype`) that every rank published.
-Status CombineRows(algo::AlgoEnv& env, const DispatchHandle& h, const uint8_t* y, DataType dtype,
-                   const float* weights, int64_t hidden, float* sum, std::vector<uint8_t>& tmp);
+ private:
+  void Leave();
+  algo::AlgoEnv& env_;
+  std::vector<const uint8_t*> base_;
+  std::vector<int> entered_;
+};
 
-// Low-latency blocks: `blocks` holds one block of `block_bytes` per
-// destination (an int64 count at its start, then `count` records of
-// `record_bytes` from byte 16). Every rank copies its block from every
-// source into `recv` (block s at s · block_bytes), header and records only.
-Status PullBlocks(algo::AlgoEnv& env, const uint8_t* blocks, size_t block_bytes, size_t record_bytes, int64_t max_records,
-                  uint8_t* recv);
+// Rows of every rank's tokens to this rank's expert rows `out` (elements of
+// `dtype`, `hidden` per row). `src` (shared): this rank's tokens, token t's
+// row at t · src_row_bytes, the input's bytes when `exact`, else encoded in
+// `payload`; `src_bytes` its extent.
+Status Dispatch(algo::AlgoEnv& env, const DispatchHandle& h, const uint8_t* src, size_t src_row_bytes, size_t src_bytes,
+                bool exact, Payload payload, DataType dtype, int64_t hidden, uint8_t* out);
+
+// `partials` (shared): this rank's partial sums, one encoded row (`payload`)
+// per received token in receive order. Every rank sums, in rank order, the
+// rows of its own tokens from every rank into `sum` [T, hidden] (fp32;
+// StoreOrAccumulate with `stored`, T flags cleared by the caller).
+Status Combine(algo::AlgoEnv& env, const DispatchHandle& h, const uint8_t* partials, Payload payload, int64_t hidden,
+               std::vector<uint8_t>& stored, float* sum);
 
 }  // namespace tessera::comm::moe::shm_path
