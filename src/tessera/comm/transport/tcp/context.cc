@@ -33,6 +33,9 @@ base::Knob<int64_t> kStreamsKnob("TESSERA_TCP_STREAMS", 2, "tcp transport: socke
 base::Knob<int64_t> kChunkKbKnob("TESSERA_TCP_CHUNK_KB", 512, "tcp transport: frame (chunk) size in KiB");
 base::Knob<bool> kChecksumKnob("TESSERA_TCP_CHECKSUM", true,
                                "tcp transport: XXH3 checksum on every frame; corrupt frames are resent (0: off)");
+base::Knob<int64_t> kRcvLowatKbKnob("TESSERA_TCP_RCVLOWAT_KB", 256,
+                                    "tcp transport: wake for a large frame only once this many KiB (or the rest of "
+                                    "the frame) arrived (SO_RCVLOWAT; 0: on every segment)");
 base::Knob<std::string> kIfnameKnob("TESSERA_SOCKET_IFNAME", "",
                                     "tcp transport: only advertise addresses of this network interface");
 
@@ -322,6 +325,7 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store& store, int rank, int s
     Pair::Config config;
     config.chunk_bytes = chunk;
     config.checksum = ctx->checksum_;
+    config.max_rcvlowat = static_cast<size_t>(std::max<int64_t>(kRcvLowatKbKnob.Get(), 0)) << 10;
     config.endpoint = endpoints[peer];
     ctx->pairs_[peer] = std::make_unique<Pair>(peer, fds[peer], std::move(config), ctx->PeerDescription(peer));
     fds[peer].clear();

@@ -356,6 +356,12 @@ Status Pair::MatchFrame(Stream& st, size_t index, const OpContext& ctx, bool* st
   return Status::Ok();
 }
 
+void Pair::SetLowat(Stream& s, size_t bytes) const {
+  const int want = static_cast<int>(std::clamp<size_t>(bytes, 1, std::max<size_t>(cfg_.max_rcvlowat, 1)));
+  if (want == s.rcvlowat || s.fd < 0) return;
+  if (setsockopt(s.fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)) == 0) s.rcvlowat = want;
+}
+
 StatusOr<bool> Pair::ProgressIn(Stream& st, size_t index, const OpContext& ctx) {
   bool moved = false;
   while (WantsInput(st)) {
@@ -363,7 +369,10 @@ StatusOr<bool> Pair::ProgressIn(Stream& st, size_t index, const OpContext& ctx) 
       const ssize_t r =
           recv(st.fd, reinterpret_cast<uint8_t*>(&st.in_hdr) + st.in_hdr_done, kHdr - st.in_hdr_done, MSG_DONTWAIT);
       if (r <= 0) {
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return moved;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+          SetLowat(st, 1);  // (a header: any byte wakes)
+          return moved;
+        }
         if (r < 0 && errno == EINTR) continue;
         StreamDown(index, r == 0 ? "closed by the peer" : std::strerror(errno));
         return true;
@@ -392,6 +401,7 @@ StatusOr<bool> Pair::ProgressIn(Stream& st, size_t index, const OpContext& ctx) 
     if (st.in_mode == kInHeader) {
       bool stalled = false;
       TESSERA_RETURN_IF_ERROR(MatchFrame(st, index, ctx, &stalled));
+      if (stalled) SetLowat(st, 1);  // whatever comes next must wake the wait
       if (stalled || st.link != Link::kUp) return moved;
     }
     const FrameHeader& h = st.in_hdr;
@@ -402,7 +412,10 @@ StatusOr<bool> Pair::ProgressIn(Stream& st, size_t index, const OpContext& ctx) 
     if (st.in_payload_done < len) {
       const ssize_t r = recv(st.fd, data + st.in_payload_done, len - st.in_payload_done, MSG_DONTWAIT);
       if (r <= 0) {
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return moved;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+          if (index != control_) SetLowat(st, len - st.in_payload_done);
+          return moved;
+        }
         if (r < 0 && errno == EINTR) continue;
         StreamDown(index, r == 0 ? "closed by the peer mid-frame" : std::strerror(errno));
         return true;

@@ -52,6 +52,7 @@ class Pair {
   struct Config {
     size_t chunk_bytes = 512 << 10;
     bool checksum = true;
+    size_t max_rcvlowat = 256 << 10;  // SetLowat's cap (0: never raised)
     Endpoint endpoint;  // default: no reconnection (a dropped stream is lost)
   };
   // `fds`: the data streams, then the control stream (at least 2 in all).
@@ -141,6 +142,7 @@ class Pair {
     P2pOp* in_op = nullptr;
     std::vector<uint8_t> staging;
     uint32_t in_frames = 0;  // data frames fully received
+    int rcvlowat = 1;        // SO_RCVLOWAT now set on fd (SetLowat)
     // re-establishing (connecting side)
     Clock::time_point retry_at{};
     HelloReply reply;
@@ -158,6 +160,12 @@ class Pair {
   bool Stalled(const Stream& s) const;
   static bool Paced(const Stream& s);
   bool WantsInput(const Stream& s) const;
+  // Before sleeping on a data stream: wake only once `bytes` (capped at
+  // cfg_.max_rcvlowat) can be read, so a large payload arrives in a few
+  // wake-ups rather than one per TCP segment batch (fewer preemptions of
+  // the compute it overlaps). Only the current frame's remaining bytes are
+  // ever asked for, so the wait always ends.
+  void SetLowat(Stream& s, size_t bytes) const;
   bool HasPendingOps() const;
   void Settle();
   void OnAck(uint64_t acked);

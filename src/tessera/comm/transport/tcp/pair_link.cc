@@ -76,6 +76,7 @@ void Pair::SetFd(Stream& s, int fd) {
   std::lock_guard<std::mutex> lock(fd_mu_);
   if (s.fd >= 0) close(s.fd);
   s.fd = fd;
+  s.rcvlowat = 1;
   if (fd >= 0 && shut_.load()) shutdown(fd, SHUT_RDWR);  // Shutdown() raced with a reconnection
 }
 
