@@ -27,6 +27,10 @@ base::Knob<int64_t> kTimeoutKnob("TESSERA_COMM_TIMEOUT_MS", 300000,
                                  "a peer before failing with an error naming it");
 base::Knob<std::string> kTransportKnob("TESSERA_TRANSPORT", "auto",
                                        "communication transport: auto (shm on one host, tcp across hosts), shm, tcp");
+base::Knob<std::string> kProgressSchedKnob(
+    "TESSERA_PROGRESS_SCHED", "auto",
+    "progress thread scheduling: auto (SCHED_BATCH over tcp's socket buffers absorb a late "
+    "turn, so it never preempts computation; normal on one host), batch, normal");
 base::Knob<std::string> kAlgoKnob("TESSERA_ALGO", "",
                                   "force collective algorithms: one name for all (shm_direct, shm_two_phase, ring, "
                                   "halving_doubling, binomial_tree, pairwise, hierarchical) or per collective, "
@@ -306,7 +310,14 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::shared_ptr<Sto
   }
   impl->selector = std::make_unique<algo::Selector>(inputs, constants, *forced, impl->hierarchy != nullptr);
   Impl* raw = impl.get();
-  impl->executor = std::make_unique<Executor>([raw](const CollectiveArgs& a) { return raw->Execute(a); });
+  const std::string sched = kProgressSchedKnob.Get();
+  if (sched != "auto" && sched != "batch" && sched != "normal") {
+    return InvalidArgument("{}: TESSERA_PROGRESS_SCHED='{}' is not auto, batch or normal", where(), sched);
+  }
+  const bool batch = sched == "batch" || (sched == "auto" && (impl->topology.transport == transport::TransportKind::kTcp ||
+                                                                impl->topology.hosts.size() > 1));
+  impl->executor =
+      std::make_unique<Executor>([raw](const CollectiveArgs& a) { return raw->Execute(a); }, batch);
   if (base::LogEnabled(base::LogLevel::kInfo)) {
     TLOG(INFO, "communicator '{}' rank {}/{}: {}cost model: {}", options.name, rank, size,
          impl->topology.ToString(rank), constants.ToString());

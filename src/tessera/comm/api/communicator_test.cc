@@ -3,6 +3,8 @@
 // Abort, and the failure latch.
 #include "tessera/comm/api/communicator.h"
 
+#include <sched.h>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -57,6 +59,25 @@ TEST(Communicator, AsyncOverlapsWithComputation) {
     ASSERT_TRUE(w.Wait(std::chrono::milliseconds(20000)).ok());
     EXPECT_EQ(x[12345], 3.0);
   });
+}
+
+// The progress thread takes SCHED_BATCH over tcp (a late turn costs no
+// bandwidth there) and keeps the normal policy on shm.
+TEST(Communicator, ProgressThreadPolicyFollowsTheTransport) {
+  for (const auto kind : {transport::TransportKind::kShm, transport::TransportKind::kTcp}) {
+    CommOptions o = TestOptions();
+    o.transport = kind;
+    RunRanks(2, o, [&](int, Communicator& c) {
+      int policy = -1;
+      Work w = c.SubmitCustom("policy probe", [&](algo::AlgoEnv&) {
+        policy = sched_getscheduler(0);
+        return Status::Ok();
+      });
+      ASSERT_TRUE(w.Wait().ok());
+      EXPECT_EQ(policy, kind == transport::TransportKind::kTcp ? SCHED_BATCH : SCHED_OTHER)
+          << transport::TransportKindName(kind);
+    });
+  }
 }
 
 TEST(Communicator, SplitIntoSubCommunicators) {

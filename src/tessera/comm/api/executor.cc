@@ -1,10 +1,15 @@
 #include "tessera/comm/api/executor.h"
 
+#include <sched.h>
+
 #include <utility>
+
+#include "tessera/base/logging.h"
 
 namespace tessera::comm {
 
-Executor::Executor(Runner runner) : runner_(std::move(runner)) {}
+Executor::Executor(Runner runner, bool batch_progress)
+    : runner_(std::move(runner)), batch_progress_(batch_progress) {}
 
 Executor::~Executor() {
   {
@@ -74,6 +79,11 @@ void Executor::Drain() {
 }
 
 void Executor::Loop() {
+  if (batch_progress_) {
+    const sched_param param{};
+    // (this thread; unprivileged, and harmless if refused: normal policy)
+    if (sched_setscheduler(0, SCHED_BATCH, &param) != 0) TLOG(WARN, "progress thread: SCHED_BATCH refused");
+  }
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return !busy_ && (stop_ || !queue_.empty()); });

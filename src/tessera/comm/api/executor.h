@@ -4,7 +4,12 @@
 // call made while nothing is queued or running runs inline on the caller's
 // thread instead (no thread hand-off: the small-message latency path), which
 // keeps the issue order. The progress thread sleeps on a condition variable
-// when idle. Thread-safe.
+// when idle. With `batch_progress` it runs under SCHED_BATCH: when it wakes
+// it does not preempt a running computation but takes its turn (at once on
+// an idle core) -- for transports whose data the kernel buffers (tcp:
+// socket buffers hold tens of milliseconds of a link), where a late turn
+// costs no bandwidth and each preemption costs the computation its caches.
+// Thread-safe.
 #pragma once
 
 #include <condition_variable>
@@ -22,7 +27,7 @@ namespace tessera::comm {
 class Executor {
  public:
   using Runner = std::function<Status(const CollectiveArgs&)>;
-  explicit Executor(Runner runner);
+  explicit Executor(Runner runner, bool batch_progress = false);
   ~Executor();  // finishes queued work, then stops the thread
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -41,6 +46,7 @@ class Executor {
   void Loop();
 
   Runner runner_;
+  bool batch_progress_ = false;
   std::mutex mu_;
   std::condition_variable cv_;       // work arrived / stop
   std::condition_variable idle_cv_;  // became idle
