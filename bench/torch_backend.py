@@ -13,7 +13,6 @@ Usage: torch_backend.py [--sizes 8,67108864] [--iters 2000,10] [--warmup 200,3]
 """
 import argparse
 import json
-import mmap
 import time
 
 import torch
@@ -22,24 +21,11 @@ import torch.distributed as dist
 import tessera.torch
 
 
-def tensor(nbytes, hugepages):
-    n = max(1, nbytes // 4)
-    if not hugepages:
-        return torch.ones(n, dtype=torch.float32)
-    # Anonymous memory advised for transparent huge pages before its first
-    # touch, as ccl-perf allocates its buffers (torch's allocator does not).
-    mm = mmap.mmap(-1, max(4096, n * 4))
-    mm.madvise(mmap.MADV_HUGEPAGE)
-    x = torch.frombuffer(mm, dtype=torch.float32, count=n)
-    x.fill_(1.0)
-    return x
-
-
-def bench(group, nbytes, iters, warmup, hugepages=False, shared=False):
+def bench(group, nbytes, iters, warmup, shared=False):
     if shared:  # every rank's tensor from AllocShared: zero copy
         x = tessera.torch.empty_shared(max(1, nbytes // 4)).fill_(1.0)
-    else:
-        x = tensor(nbytes, hugepages)
+    else:  # (2 MiB aligned on huge pages when THP_MEM_ALLOC_ENABLE=1: tessera.torch)
+        x = torch.ones(max(1, nbytes // 4), dtype=torch.float32)
     for _ in range(warmup):
         dist.all_reduce(x, group=group)
     dist.barrier(group=group)
@@ -58,8 +44,6 @@ def main():
     ap.add_argument("--sizes", default="8,67108864")
     ap.add_argument("--iters", default="5000,10")
     ap.add_argument("--warmup", default="500,3")
-    ap.add_argument("--hugepages", action="store_true",
-                    help="tensors on memory advised for transparent huge pages (like ccl-perf's buffers)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     iters = [int(s) for s in args.iters.split(",")]
@@ -72,13 +56,13 @@ def main():
         row = {"bytes": nbytes}
         for name, group, shared in [("tessera", dist.group.WORLD, False), ("tessera_shared", dist.group.WORLD, True),
                                     ("gloo", gloo, False)]:
-            t = bench(group, nbytes, it, wu, args.hugepages, shared)
+            t = bench(group, nbytes, it, wu, shared)
             row[name + "_us"] = t * 1e6
             row[name + "_busbw_GBps"] = 2 * (n - 1) / n * nbytes / t / 1e9
         row["ratio"] = row["gloo_us"] / row["tessera_us"]
         rows.append(row)
     if dist.get_rank() == 0:
-        print(json.dumps({"nproc": n, "hugepages": args.hugepages, "rows": rows}), flush=True)
+        print(json.dumps({"nproc": n, "thp_alloc": tessera.torch.THP_ALLOC_ENABLED, "rows": rows}), flush=True)
     dist.destroy_process_group()
 
 

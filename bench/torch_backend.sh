@@ -5,7 +5,9 @@
 #      the same processes (bench/torch_backend.py), at 2 / 4 / 8 processes;
 #      `tessera ccl-perf allreduce` (private buffers, blocking calls) at the
 #      same sizes right after; both time a loop of calls per rank and take
-#      the slowest rank's mean per call (ccl-perf -a 3);
+#      the slowest rank's mean per call (ccl-perf -a 3); the Python side once
+#      more with THP_MEM_ALLOC_ENABLE=1 (large tensors on huge pages, as
+#      ccl-perf's buffers are);
 #   2. DDP training throughput of PyTorch's GPT (bench/torch_gpt.py, the
 #      default config, one thread per rank) with --backend tessera vs gloo,
 #      at 2 and 4 processes.
@@ -37,6 +39,10 @@ for n in $RANKS; do
   for r in $(seq "$REPEATS"); do
     "$BIN" launch --nproc "$n" -- "$PY" bench/torch_backend.py --sizes 8,67108864 --iters 5000,10 --warmup 500,3 \
       2>/dev/null | sed 's/^\[rank 0\] //' | grep '^{' > "$TMP/py.$n.$r.json"
+    # The same with PyTorch's huge-page switch (THP_MEM_ALLOC_ENABLE=1, emulated for 1.13 by tessera.torch):
+    # large tensors 2 MiB aligned and advised for THP, as ccl-perf's buffers are.
+    THP_MEM_ALLOC_ENABLE=1 "$BIN" launch --nproc "$n" -- "$PY" bench/torch_backend.py --sizes 8,67108864 \
+      --iters 5000,10 --warmup 500,3 2>/dev/null | sed 's/^\[rank 0\] //' | grep '^{' > "$TMP/pythp.$n.$r.json"
     echo "$(ccl_us "$n" 8 5000 500) $(ccl_us "$n" 64M 10 3) $(ccl_us "$n" 64M 10 3 -R 1)" > "$TMP/ccl.$n.$r.txt"
   done
 done
@@ -44,21 +50,23 @@ done
 import json, statistics, sys
 tmp, repeats, ranks = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 med = statistics.median
-print(f"{'ranks':>5} {'size':>8} {'tessera':>10} {'shared':>10} {'gloo':>10} {'ccl-perf':>10} {'ccl -R 1':>10} "
-      f"{'x gloo':>7} {'/ ccl':>6} {'shared/ccl -R 1':>15}")
+print(f"{'ranks':>5} {'size':>8} {'tessera':>10} {'THP':>10} {'shared':>10} {'gloo':>10} {'ccl-perf':>10} "
+      f"{'ccl -R 1':>10} {'x gloo':>7} {'/ ccl':>6} {'THP / ccl':>9} {'shared/ccl -R 1':>15}")
 for n in ranks:
     for k, size in enumerate(["8 B", "64 MiB"]):
-        t, s, g, c, cr = [], [], [], [], []
+        t, th, s, g, c, cr = [], [], [], [], [], []
         for r in range(1, repeats + 1):
             row = json.load(open(f"{tmp}/py.{n}.{r}.json"))["rows"][k]
             t.append(row["tessera_us"]); s.append(row["tessera_shared_us"]); g.append(row["gloo_us"])
+            th.append(json.load(open(f"{tmp}/pythp.{n}.{r}.json"))["rows"][k]["tessera_us"])
             ccl = open(f"{tmp}/ccl.{n}.{r}.txt").read().split()
             c.append(float(ccl[k])); cr.append(float(ccl[2]))
-        mt, ms, mg, mc, mcr = med(t), med(s), med(g), med(c), med(cr)
+        mt, mth, ms, mg, mc, mcr = med(t), med(th), med(s), med(g), med(c), med(cr)
         shared_ratio = f"{mcr / ms:>15.2f}" if k == 1 else f"{'':>15}"
         mcr_text = f"{mcr:>10.0f}" if k == 1 else f"{'':>10}"
-        print(f"{n:>5} {size:>8} {mt:>10.1f} {ms:>10.1f} {mg:>10.1f} {mc:>10.2f} {mcr_text} {mg / mt:>7.2f} "
-              f"{mc / mt:>6.2f} {shared_ratio}")
+        print(f"{n:>5} {size:>8} {mt:>10.1f} {mth:>10.1f} {ms:>10.1f} {mg:>10.1f} {mc:>10.2f} {mcr_text} "
+              f"{mg / mt:>7.2f} {mc / mt:>6.2f} {mc / mth:>9.2f} {shared_ratio}")
+print("THP: tessera with THP_MEM_ALLOC_ENABLE=1 (large tensors on huge pages, like ccl-perf's buffers).")
 print("tessera / shared: torch.distributed with ordinary / tessera.torch.empty_shared tensors; ccl-perf: private "
       "buffers, -R 1: AllocShared buffers. x gloo = gloo / tessera time (goal at 64 MiB >= 3); / ccl = ccl-perf / "
       "tessera time (goal at 64 MiB >= 0.8; at 8 B the goal, tessera <= 2x ccl-perf, is >= 0.5)")

@@ -8,6 +8,7 @@
 #include <torch/python.h>
 
 #include "python/torch_backend/process_group.h"
+#include "python/torch_backend/thp_allocator.h"
 
 namespace py = pybind11;
 
@@ -36,6 +37,9 @@ PYBIND11_MODULE(_c10d, m) {
       },
       py::arg("nbytes"),
       "A uint8 tensor of `nbytes` on memory from Tessera's AllocShared (zeroed; freed with the tensor)");
+  m.def("thp_alloc_enabled", &tessera::torch_backend::MaybeInstallThpAllocator,
+        "Whether large CPU tensors are 2 MiB aligned and advised for huge pages (THP_MEM_ALLOC_ENABLE=1, as in "
+        "PyTorch >= 2.1); installs that allocator on first call when the variable asks for it");
   m.def("create_process_group", &tessera::torch_backend::CreateProcessGroupTessera, py::arg("store"),
         py::arg("rank"), py::arg("size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
         "Creates the 'tessera' process group over a c10d Store (collective over the group's ranks)");

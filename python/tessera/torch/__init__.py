@@ -16,6 +16,9 @@ from . import _c10d
 
 ProcessGroupTessera = _c10d.ProcessGroupTessera
 BACKEND = "tessera"
+# THP_MEM_ALLOC_ENABLE=1 (PyTorch >= 2.1's switch, emulated for 1.13): CPU
+# tensors of 2 MiB and more are 2 MiB aligned and advised for huge pages.
+THP_ALLOC_ENABLED = _c10d.thp_alloc_enabled()
 
 
 def empty_shared(*size, dtype=torch.float32):

@@ -231,6 +231,21 @@ def main():
     # x is the same on every rank after the all_reduce: every block is ours.
     c.equal(g, x[: 1 << 18].to(torch.bfloat16).expand(world, -1), "all_gather into an empty_shared tensor")
 
+    # THP_MEM_ALLOC_ENABLE=1 (run by ctest torch_collectives_thp_2): large
+    # tensors come 2 MiB aligned from the huge-page allocator, and a large
+    # all_reduce on them (the single-copy path) matches Gloo's.
+    import os
+    if os.environ.get("THP_MEM_ALLOC_ENABLE") == "1":
+        c.expect(tt.THP_ALLOC_ENABLED, "THP_MEM_ALLOC_ENABLE=1 installed the huge-page allocator")
+        big = data(rank, 3 << 20, torch.float32, "sum", seed=13)  # 12 MiB
+        c.expect(big.data_ptr() % (2 << 20) == 0, f"a 12 MiB tensor at {big.data_ptr():#x} is 2 MiB aligned")
+        want = big.clone()
+        dist.all_reduce(want, group=gloo)
+        dist.all_reduce(big)
+        c.close(big, want, "all_reduce of 12 MiB on huge-page tensors")
+    else:
+        c.expect(not tt.THP_ALLOC_ENABLED, "no huge-page allocator unless THP_MEM_ALLOC_ENABLE=1")
+
     dist.barrier()
     c.finish()  # destroys the groups and exits
 
