@@ -174,6 +174,34 @@ Status RunSharedCollectives(comm::Communicator& c) {
   int mapped = 0;
   for (std::string line; std::getline(maps, line);) mapped += line.find("tessera-shared-") != std::string::npos;
   if (mapped > 4 * n) return Internal("{} mappings of peers' shared memory left", mapped);
+  // An all-to-all-v on shared buffers where rank 0 sends nothing at all (an
+  // empty extent: it publishes no allocation) and receives from everyone:
+  // nobody may try to map rank 0's send buffer (MoE exchanges do this when a
+  // rank received no tokens).
+  {
+    const size_t per = 1000;
+    auto* snd = static_cast<int32_t*>(comm::AllocShared(n * per * sizeof(int32_t)).value());
+    auto* rcv = static_cast<int32_t*>(comm::AllocShared(n * per * sizeof(int32_t)).value());
+    std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
+    for (int j = 0; j < n; ++j) {
+      sc[j] = r == 0 ? 0 : per;
+      sd[j] = r == 0 ? 0 : j * per;  // rank 0: an empty extent, as an exchange of nothing has
+      rc[j] = j == 0 ? 0 : per;
+      rd[j] = j * per;
+      std::fill(snd + j * per, snd + (j + 1) * per, r * 100 + j);
+    }
+    std::fill(rcv, rcv + n * per, -1);
+    const uint64_t zc = c.zero_copy_ops();
+    TESSERA_RETURN_IF_ERROR(c.AllToAllV(snd, sc, sd, rcv, rc, rd, comm::DataType::kInt32));
+    for (int j = 1; j < n; ++j) {
+      if (rcv[j * per + per - 1] != j * 100 + r) return Internal("all_to_allv with an empty sender: wrong from {}", j);
+    }
+    if (rcv[0] != -1) return Internal("all_to_allv with an empty sender wrote rank 0's empty block");
+    if (c.zero_copy_ops() == zc) return Internal("the all_to_allv with an empty sender did not run zero copy");
+    TESSERA_RETURN_IF_ERROR(c.Barrier());
+    TESSERA_RETURN_IF_ERROR(comm::FreeShared(snd));
+    TESSERA_RETURN_IF_ERROR(comm::FreeShared(rcv));
+  }
   return Status::Ok();
 }
 

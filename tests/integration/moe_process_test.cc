@@ -2,7 +2,8 @@
 // launch`: the zero-copy same-host path (comm/moe/shm_path.h), where each
 // rank reads its peers' shared stagings through its own mappings of their
 // memfds, checked element by element against values every rank can compute
-// itself — normal mode (exact fp32 and an fp8 payload) and the low-latency
+// itself — normal mode (exact fp32 and an fp8 payload; random routing and
+// all tokens to rank 0's experts, so the others receive nothing) and the low-latency
 // mode; with 4 ranks, large outputs go through the streaming-store copies.
 #include <unistd.h>
 
@@ -34,6 +35,10 @@ constexpr int kTopK = 3;
 constexpr int64_t kTokens = 40;
 constexpr int64_t kHidden = 1024;  // 4 KiB fp32 rows: many pages per staging
 
+// Skewed: every choice goes to rank 0's first two experts, so the other
+// ranks receive nothing (and send nothing back).
+bool g_skewed = false;
+
 std::vector<int64_t> Routing(int rank) {
   std::mt19937 rng(700 + rank);
   std::vector<int64_t> idx(kTokens * kTopK);
@@ -41,7 +46,9 @@ std::vector<int64_t> Routing(int rank) {
     std::vector<int64_t> pool(kExperts);
     for (int e = 0; e < kExperts; ++e) pool[e] = e;
     std::shuffle(pool.begin(), pool.end(), rng);
-    for (int j = 0; j < kTopK; ++j) idx[t * kTopK + j] = t % 9 == 4 ? -1 : pool[j];  // token 4, 13, ...: nowhere
+    for (int j = 0; j < kTopK; ++j) {
+      idx[t * kTopK + j] = t % 9 == 4 ? -1 : g_skewed ? (t + j) % 2 : pool[j];  // token 4, 13, ...: nowhere
+    }
   }
   return idx;
 }
@@ -129,6 +136,13 @@ Status RunNormal(comm::Communicator& c, Payload p) {
     const Payload back = p == Payload::kFp8E4m3 ? Payload::kBFloat16 : p;
     TESSERA_RETURN_IF_ERROR(buf->CombineGated(*h, rows.data(), DataType::kFloat32, /*gates=*/true, back, out.data()));
     TESSERA_RETURN_IF_ERROR(CheckCombined(out, me, p, "combine"));
+    // The weights' adjoint: 2 · weight back to each (token, choice).
+    std::vector<float> per_row(h->row_weights.size()), back_w(idx.size(), -1.0f);
+    for (size_t r = 0; r < per_row.size(); ++r) per_row[r] = 2 * h->row_weights[r];
+    TESSERA_RETURN_IF_ERROR(buf->ReturnScalars(*h, per_row.data(), back_w.data()));
+    for (size_t i = 0; i < idx.size(); ++i) {
+      if (back_w[i] != (idx[i] >= 0 ? 2 * w[i] : 0.0f)) return Internal("return scalars: choice {} wrong", i);
+    }
   }
   return Status::Ok();
 }
@@ -172,10 +186,14 @@ TEST(MoeChild, Rank) {
   ASSERT_TRUE(comm.ok()) << comm.status().ToString();
   comm::Communicator& c = **comm;
   ASSERT_TRUE(c.zero_copy()) << "zero copy unavailable between these processes";
-  for (Payload p : {Payload::kFloat32, Payload::kFp8E4m3}) {
-    Status st = RunNormal(c, p);
-    ASSERT_TRUE(st.ok()) << "rank " << c.rank() << ": " << st.ToString();
+  for (bool skewed : {false, true}) {
+    g_skewed = skewed;
+    for (Payload p : {Payload::kFloat32, Payload::kFp8E4m3}) {
+      Status st = RunNormal(c, p);
+      ASSERT_TRUE(st.ok()) << "rank " << c.rank() << (skewed ? " (skewed routing)" : "") << ": " << st.ToString();
+    }
   }
+  g_skewed = false;
   Status st = RunLowLatency(c);
   ASSERT_TRUE(st.ok()) << "rank " << c.rank() << ": " << st.ToString();
   std::printf("MOE-CHILD-OK rank %d of %d\n", c.rank(), c.size());

@@ -209,6 +209,9 @@ Status ShmZeroCopy(const CollectiveArgs& a, AlgoEnv& env, bool* taken, PeerBuffe
 
   const size_t bytes = a.count * elem;
   auto* recv = static_cast<uint8_t*>(a.recv);
+  // Nothing to move (the same on every rank): a rank whose extent is empty
+  // published no allocation, so map nobody.
+  if (!all_to_all && bytes == 0) return shm.LlStep(nullptr, 0, *env.ctx);
   switch (a.kind) {
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kReduce: {
@@ -272,6 +275,9 @@ Status ShmZeroCopy(const CollectiveArgs& a, AlgoEnv& env, bool* taken, PeerBuffe
       const bool stream = StreamOutput(recv_total);
       for (int k = 0; k < n; ++k) {
         const int j = (me + k) % n;
+        // Nothing from j: do not map it (a rank that sends nothing at all
+        // publishes no allocation: its send buffer may lie anywhere).
+        if (recv_len(j) == 0) continue;
         TESSERA_ASSIGN_OR_RETURN(uint8_t * in, map(j, kSendAt));
         CopyOut(recv + recv_off(j), in + all[j * words_needed + kBlocksAt + 2 * me], recv_len(j), stream);
       }
