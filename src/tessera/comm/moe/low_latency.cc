@@ -96,6 +96,10 @@ StatusOr<std::unique_ptr<LowLatencyBuffer>> LowLatencyBuffer::Create(Communicato
   return b;
 }
 
+LowLatencyBuffer::~LowLatencyBuffer() {
+  if (pending_.valid()) (void)pending_.Wait();  // bounded by the communicator's timeout
+}
+
 size_t LowLatencyBuffer::recv_bytes(DataType dtype) const {
   return static_cast<size_t>(num_local_experts()) * slab_rows() * hidden_ * ElemBytes(dtype);
 }
@@ -164,7 +168,7 @@ StatusOr<ReceiveHook> LowLatencyBuffer::Dispatch(const void* x, DataType dtype, 
   }
   ReceiveHook hook;
   hook.owner_ = this;
-  hook.work_ = Start("moe_ll_dispatch", /*combine=*/false);
+  hook.work_ = pending_ = Start("moe_ll_dispatch", /*combine=*/false);
   in_flight_ = true;
   return hook;
 }
@@ -284,7 +288,7 @@ StatusOr<ReceiveHook> LowLatencyBuffer::Combine(const void* y, DataType dtype, v
   ReceiveHook hook;
   hook.owner_ = this;
   hook.combine_ = true;
-  hook.work_ = Start("moe_ll_combine", /*combine=*/true);
+  hook.work_ = pending_ = Start("moe_ll_combine", /*combine=*/true);
   in_flight_ = true;
   return hook;
 }

@@ -55,6 +55,12 @@ class ReceiveHook {
 
 class LowLatencyBuffer {
  public:
+  // Waits for an exchange still in flight (its hook dropped unwaited): the
+  // progress thread may be writing into this buffer.
+  ~LowLatencyBuffer();
+  LowLatencyBuffer(const LowLatencyBuffer&) = delete;
+  LowLatencyBuffer& operator=(const LowLatencyBuffer&) = delete;
+
   static StatusOr<std::unique_ptr<LowLatencyBuffer>> Create(Communicator* comm, int num_experts, int64_t hidden,
                                                             int64_t max_tokens, int top_k, Payload payload);
 
@@ -106,6 +112,7 @@ class LowLatencyBuffer {
   uint8_t* send_data_ = nullptr;
   uint8_t* recv_data_ = nullptr;
   bool in_flight_ = false;
+  Work pending_;  // the last exchange started
   // The last dispatch: tokens, dtype, output, per destination its tokens,
   // per received token (by source) its rows and weights.
   int64_t tokens_ = 0;

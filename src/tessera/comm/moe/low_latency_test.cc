@@ -89,6 +89,16 @@ void CompareWithNormalMode(int ranks, int experts, int top_k, int64_t tokens, in
     auto refused = (*ll)->Dispatch(big.data(), DataType::kFloat32, too_many, {}, packed.data());
     ASSERT_FALSE(refused.ok());
     EXPECT_NE(refused.status().message().find("exceed the buffer's max_tokens"), std::string::npos);
+
+    // One exchange in flight: a second one before Wait is refused (nothing
+    // sent), and a buffer destroyed with its hook unwaited waits for the
+    // exchange instead of freeing memory the progress thread writes.
+    auto first = (*ll)->Dispatch(x.data(), DataType::kFloat32, idx, w, packed.data());
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    auto second = (*ll)->Dispatch(x.data(), DataType::kFloat32, idx, w, packed.data());
+    ASSERT_FALSE(second.ok());
+    EXPECT_NE(second.status().message().find("not waited on"), std::string::npos) << second.status().ToString();
+    ll->reset();  // (first's hook dropped unwaited below)
   });
 }
 
