@@ -29,8 +29,8 @@ base::Knob<std::string> kTransportKnob("TESSERA_TRANSPORT", "auto",
                                        "communication transport: auto (shm on one host, tcp across hosts), shm, tcp");
 base::Knob<std::string> kProgressSchedKnob(
     "TESSERA_PROGRESS_SCHED", "auto",
-    "progress thread scheduling: auto (SCHED_BATCH over tcp's socket buffers absorb a late "
-    "turn, so it never preempts computation; normal on one host), batch, normal");
+    "progress thread scheduling: auto (SCHED_BATCH over tcp, whose socket buffers absorb a late turn, so it never "
+    "preempts computation; the normal policy on shm), batch, normal");
 base::Knob<std::string> kAlgoKnob("TESSERA_ALGO", "",
                                   "force collective algorithms: one name for all (shm_direct, shm_two_phase, ring, "
                                   "halving_doubling, binomial_tree, pairwise, hierarchical) or per collective, "
@@ -314,8 +314,8 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::shared_ptr<Sto
   if (sched != "auto" && sched != "batch" && sched != "normal") {
     return InvalidArgument("{}: TESSERA_PROGRESS_SCHED='{}' is not auto, batch or normal", where(), sched);
   }
-  const bool batch = sched == "batch" || (sched == "auto" && (impl->topology.transport == transport::TransportKind::kTcp ||
-                                                                impl->topology.hosts.size() > 1));
+  const bool over_tcp = impl->topology.transport == transport::TransportKind::kTcp || impl->topology.hosts.size() > 1;
+  const bool batch = sched == "batch" || (sched == "auto" && over_tcp);
   impl->executor =
       std::make_unique<Executor>([raw](const CollectiveArgs& a) { return raw->Execute(a); }, batch);
   if (base::LogEnabled(base::LogLevel::kInfo)) {

@@ -34,7 +34,8 @@ void CompareWithNormalMode(int ranks, int experts, int top_k, int64_t tokens, in
       std::vector<int64_t> pool(experts);
       for (int e = 0; e < experts; ++e) pool[e] = e;
       std::shuffle(pool.begin(), pool.end(), rng);
-      for (int j = 0; j < top_k; ++j) idx[t * top_k + j] = (t + j) % 5 == 4 || t % 6 == 5 ? -1 : pool[j];  // 5, 11: nowhere
+      // Token 5, 11, ...: routed nowhere.
+      for (int j = 0; j < top_k; ++j) idx[t * top_k + j] = (t + j) % 5 == 4 || t % 6 == 5 ? -1 : pool[j];
     }
     std::uniform_real_distribution<float> u(0.1f, 1.0f);
     std::normal_distribution<float> nd(0, 1);

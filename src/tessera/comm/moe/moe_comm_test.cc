@@ -89,7 +89,7 @@ std::vector<int64_t> MakeRouting(const Case& c, int rank) {
         case Routing::kAllToOneExpert: e = j == 0 ? 1 % c.experts : -1; break;
         case Routing::kSameRankTwice: e = (t % c.ranks) * local + (j % local); break;  // choices on one rank
         case Routing::kSomeExpertsIdle: e = pool[j] % std::max(1, c.experts / 2) * 2 % c.experts; break;
-        case Routing::kMasked: e = (t + j) % 3 == 0 || t % 7 == 3 ? -1 : pool[j]; break;  // token 3, 10, ...: nowhere
+        case Routing::kMasked: e = (t + j) % 3 == 0 || t % 7 == 3 ? -1 : pool[j]; break;  // 3, 10, ...: nowhere
       }
       idx[t * c.top_k + j] = e;
     }
@@ -230,7 +230,8 @@ void RunCase(const Case& c) {
       }
     }
     const Payload back = c.payload == Payload::kFp8E4m3 ? Payload::kBFloat16 : c.payload;
-    std::vector<uint8_t> out(static_cast<size_t>(c.tokens * c.hidden) * esz, 0xff);  // NaNs: every element must be written
+    // NaNs: every element must be written.
+    std::vector<uint8_t> out(static_cast<size_t>(c.tokens * c.hidden) * esz, 0xff);
     const auto yin = ToDtype(y, c.dtype);
     st = (*buf)->Combine(hd, yin.data(), c.dtype, hd.row_weights.data(), back, out.data());
     ASSERT_TRUE(st.ok()) << st.ToString();
