@@ -3,13 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "tessera/base/float16.h"
 #include "tessera/comm/moe/shm_path.h"
 
 namespace tessera::comm::moe {
 namespace {
-
-size_t ElemBytes(DataType dtype) { return dtype == DataType::kFloat32 ? 4 : 2; }
 
 Status CheckDtype(DataType dtype, Payload payload, const char* op) {
   if (dtype != DataType::kFloat32 && dtype != DataType::kBFloat16 && dtype != DataType::kFloat16) {
@@ -27,19 +24,6 @@ struct ChoiceMeta {
   int32_t local_expert;
   float weight;
 };
-
-// fp32 sums to a bf16 / fp16 output.
-void StoreRows(const float* sum, int64_t n, DataType dtype, void* out) {
-  auto* o = static_cast<uint16_t*>(out);
-  const bool b = dtype == DataType::kBFloat16;
-  for (int64_t i = 0; i < n; ++i) o[i] = b ? bf16::FromFloat(sum[i]) : fp16::FromFloat(sum[i]);
-}
-
-bool IsExact(Payload p, DataType dtype) {
-  return (p == Payload::kFloat32 && dtype == DataType::kFloat32) ||
-         (p == Payload::kBFloat16 && dtype == DataType::kBFloat16) ||
-         (p == Payload::kFloat16 && dtype == DataType::kFloat16);
-}
 
 }  // namespace
 
@@ -244,7 +228,7 @@ Status MoeBuffer::Dispatch(const DispatchHandle& h, const void* x, DataType dtyp
   TESSERA_RETURN_IF_ERROR(CheckHandle(h));
   TESSERA_RETURN_IF_ERROR(CheckDtype(dtype, payload, "dispatch"));
   const size_t row_bytes = RowBytes(payload, hidden_);
-  const size_t elem_row = static_cast<size_t>(hidden_) * ElemBytes(dtype);
+  const size_t elem_row = static_cast<size_t>(hidden_) * DataTypeSize(dtype);
   if (Fused()) {
     // Each token written once into the shared staging (as is, or encoded),
     // however many ranks read it.
@@ -297,7 +281,7 @@ Status MoeBuffer::Combine(const DispatchHandle& h, const void* y, DataType dtype
   TESSERA_RETURN_IF_ERROR(CheckDtype(dtype, payload, "combine"));
   const size_t row_bytes = RowBytes(payload, hidden_);
   const size_t h_sz = static_cast<size_t>(hidden_);
-  const size_t elem_row = h_sz * ElemBytes(dtype);
+  const size_t elem_row = h_sz * DataTypeSize(dtype);
   TESSERA_ASSIGN_OR_RETURN(uint8_t * send, send_stage_.Get(h.num_recv_tokens() * row_bytes));
   acc_.resize(std::max(h_sz, static_cast<size_t>(h.num_tokens) * h_sz));
   partial_.resize(h_sz);
@@ -334,7 +318,7 @@ Status MoeBuffer::Combine(const DispatchHandle& h, const void* y, DataType dtype
     }
   }
   FillUnstored(stored_, hidden_, sum);
-  if (h.num_tokens > 0 && dtype != DataType::kFloat32) StoreRows(sum, h.num_tokens * hidden_, dtype, out);
+  StoreFloats(sum, h.num_tokens * hidden_, dtype, out);
   return Status::Ok();
 }
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "tessera/base/float16.h"
 #include "tessera/comm/algo/algorithm.h"
 #include "tessera/comm/moe/shm_path.h"
 
@@ -26,17 +25,6 @@ int64_t CountOf(const uint8_t* block) {
   return n;
 }
 void SetCount(uint8_t* block, int64_t n) { std::memcpy(block, &n, sizeof(n)); }
-
-size_t ElemBytes(DataType dtype) { return dtype == DataType::kFloat32 ? 4 : 2; }
-
-void StoreRow(const float* v, int64_t n, DataType dtype, void* dst) {
-  if (dtype == DataType::kFloat32) {
-    std::memcpy(dst, v, static_cast<size_t>(n) * 4);
-    return;
-  }
-  auto* o = static_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) o[i] = dtype == DataType::kBFloat16 ? bf16::FromFloat(v[i]) : fp16::FromFloat(v[i]);
-}
 
 Status CheckDtype(DataType dtype, Payload payload) {
   if (dtype != DataType::kFloat32 && dtype != DataType::kBFloat16 && dtype != DataType::kFloat16) {
@@ -101,7 +89,7 @@ LowLatencyBuffer::~LowLatencyBuffer() {
 }
 
 size_t LowLatencyBuffer::recv_bytes(DataType dtype) const {
-  return static_cast<size_t>(num_local_experts()) * slab_rows() * hidden_ * ElemBytes(dtype);
+  return static_cast<size_t>(num_local_experts()) * slab_rows() * hidden_ * DataTypeSize(dtype);
 }
 
 const uint8_t* LowLatencyBuffer::From(int peer, int block, const std::vector<const uint8_t*>& views) const {
@@ -133,7 +121,7 @@ StatusOr<ReceiveHook> LowLatencyBuffer::Dispatch(const void* x, DataType dtype, 
   dtype_ = dtype;
   recv_x_ = recv_x;
   sent_.assign(ranks_, {});
-  const size_t elem_row = static_cast<size_t>(hidden_) * ElemBytes(dtype);
+  const size_t elem_row = static_cast<size_t>(hidden_) * DataTypeSize(dtype);
   const auto* xb = static_cast<const uint8_t*>(x);
   // A token goes to block 0 (zero copy: every rank reads it there) or to
   // the block of each rank it has an expert on.
@@ -194,10 +182,8 @@ Work LowLatencyBuffer::Start(const char* label, bool combine) {
 Status LowLatencyBuffer::Receive(const std::vector<const uint8_t*>& views) {
   const int local = num_local_experts();
   const int64_t first_expert = static_cast<int64_t>(rank_) * local;
-  const size_t elem_row = static_cast<size_t>(hidden_) * ElemBytes(dtype_);
-  const bool exact = (payload_ == Payload::kFloat32 && dtype_ == DataType::kFloat32) ||
-                     (payload_ == Payload::kBFloat16 && dtype_ == DataType::kBFloat16) ||
-                     (payload_ == Payload::kFloat16 && dtype_ == DataType::kFloat16);
+  const size_t elem_row = static_cast<size_t>(hidden_) * DataTypeSize(dtype_);
+  const bool exact = IsExact(payload_, dtype_);
   std::fill(counts_.begin(), counts_.end(), 0);
   recv_token_rows_offsets_.assign(1, 0);
   recv_token_rows_.clear();
@@ -266,7 +252,7 @@ StatusOr<ReceiveHook> LowLatencyBuffer::Combine(const void* y, DataType dtype, v
   // Expert side: per source, one partial sum per received token (its rows
   // in choice order), into the block going back to that source.
   const size_t row = RowBytes(back_, hidden_);
-  const size_t elem_row = static_cast<size_t>(hidden_) * ElemBytes(dtype);
+  const size_t elem_row = static_cast<size_t>(hidden_) * DataTypeSize(dtype);
   const auto* yb = static_cast<const uint8_t*>(y);
   partial_.resize(static_cast<size_t>(hidden_));
   int64_t token = 0;
@@ -314,10 +300,7 @@ Status LowLatencyBuffer::Accumulate(const std::vector<const uint8_t*>& views) {
 
 Status LowLatencyBuffer::FinishCombine() {
   if (!zero_copy_ || ranks_ == 1) TESSERA_RETURN_IF_ERROR(Accumulate({}));
-  const size_t elem_row = static_cast<size_t>(hidden_) * ElemBytes(dtype_);
-  for (int64_t t = 0; t < tokens_; ++t) {
-    StoreRow(&sum_[t * hidden_], hidden_, dtype_, static_cast<uint8_t*>(out_) + t * elem_row);
-  }
+  StoreFloats(sum_.data(), tokens_ * hidden_, dtype_, out_);
   return Status::Ok();
 }
 

@@ -60,6 +60,22 @@ size_t RowBytes(Payload p, int64_t hidden) {
   return 0;
 }
 
+void StoreFloats(const float* v, int64_t n, DataType dtype, void* dst) {
+  if (dtype == DataType::kFloat32) {
+    if (dst != v && n > 0) std::memcpy(dst, v, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  auto* o = static_cast<uint16_t*>(dst);
+  const bool b = dtype == DataType::kBFloat16;
+  for (int64_t i = 0; i < n; ++i) o[i] = b ? bf16::FromFloat(v[i]) : fp16::FromFloat(v[i]);
+}
+
+bool IsExact(Payload p, DataType dtype) {
+  return (p == Payload::kFloat32 && dtype == DataType::kFloat32) ||
+         (p == Payload::kBFloat16 && dtype == DataType::kBFloat16) ||
+         (p == Payload::kFloat16 && dtype == DataType::kFloat16);
+}
+
 void EncodeRow(Payload p, const void* src, DataType dtype, int64_t hidden, uint8_t* dst) {
   switch (p) {
     case Payload::kFloat32:

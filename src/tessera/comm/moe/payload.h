@@ -30,6 +30,14 @@ inline constexpr size_t kFp8Block = 128;
 std::string_view PayloadName(Payload p);  // "fp32", "bf16", "fp16", "fp8_e4m3"
 StatusOr<Payload> ParsePayload(std::string_view text);
 
+// fp32 values to `dtype` (kFloat32: a copy; kBFloat16 / kFloat16: rounded
+// to nearest even): a combine's sums to its output.
+void StoreFloats(const float* v, int64_t n, DataType dtype, void* dst);
+
+// Whether payload `p` carries `dtype` values unchanged (fp32 / fp32,
+// bf16 / bf16, fp16 / fp16): rows then travel as plain copies.
+bool IsExact(Payload p, DataType dtype);
+
 // Bytes of one encoded row (a multiple of 16).
 size_t RowBytes(Payload p, int64_t hidden);
 

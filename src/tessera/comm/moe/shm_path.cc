@@ -60,7 +60,7 @@ Status Dispatch(algo::AlgoEnv& env, const DispatchHandle& h, const uint8_t* src,
                 bool exact, Payload payload, DataType dtype, int64_t hidden, uint8_t* out) {
   PeerViews views(env);
   TESSERA_RETURN_IF_ERROR(views.Open(src, src_bytes));
-  const size_t elem_row = static_cast<size_t>(hidden) * (dtype == DataType::kFloat32 ? 4 : 2);
+  const size_t elem_row = static_cast<size_t>(hidden) * DataTypeSize(dtype);
   const bool stream = algo::StreamOutput(static_cast<size_t>(h.num_recv_rows()) * elem_row);
   for (int k = 0; k < env.size; ++k) {  // start at a different source on every rank
     const int s = (env.rank + k) % env.size;
