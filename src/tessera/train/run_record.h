@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tessera/base/file_io.h"
 #include "tessera/base/status.h"
 
 namespace tessera::train {
@@ -49,8 +50,6 @@ class RunRecord {
 // the history of every attempt of the run.
 Status AppendEvent(const std::string& run_dir, nlohmann::json event);
 
-// Writes `contents` to `path` atomically: a temp file in the same folder,
-// fsync, rename. An existing file is replaced only once the new one is whole.
-Status WriteFileAtomic(const std::string& path, const std::string& contents);
+using tessera::WriteFileAtomic;  // base/file_io.h
 
 }  // namespace tessera::train
