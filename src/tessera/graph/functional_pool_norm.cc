@@ -67,8 +67,9 @@ Tensor BatchNorm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Ten
   const bool updates_running = options.training && (running_mean.defined() || running_var.defined());
   return Apply1(
       {"BatchNorm2d", OpKind::kReduction,
-       fmt::format("training={} momentum={} eps={} fuse_relu={} layout={}", options.training, options.momentum,
-                   options.eps, options.fuse_relu, ops::ImageLayoutName(options.layout)),
+       fmt::format("training={} momentum={} eps={} fuse_relu={} layout={} unbiased={}", options.training,
+                   options.momentum, options.eps, options.fuse_relu, ops::ImageLayoutName(options.layout),
+                   options.unbiased_running_var),
        SaveBit(0) | SaveBit(1), (options.fuse_relu ? SaveBit(0) : 0u) | SaveBit(1) | SaveBit(2), 1, updates_running},
       {x, gamma, beta, running_mean, running_var},
       [options](const Ins& in) {

@@ -126,9 +126,11 @@ BatchNormResult BatchNorm2d(const Tensor& x_in, const Tensor& gamma, const Tenso
   if (options.training) {
     if (running_mean.defined()) UpdateRunning(running_mean, mean, options.momentum);
     if (running_var.defined()) {
-      std::vector<double> unbiased(g.C);
-      for (int64_t c = 0; c < g.C; ++c) unbiased[c] = var[c] * static_cast<double>(M) / static_cast<double>(M - 1);
-      UpdateRunning(running_var, unbiased, options.momentum);
+      std::vector<double> value(var.begin(), var.end());
+      if (options.unbiased_running_var) {
+        for (int64_t c = 0; c < g.C; ++c) value[c] *= static_cast<double>(M) / static_cast<double>(M - 1);
+      }
+      UpdateRunning(running_var, value, options.momentum);
     }
   }
   return r;

@@ -24,6 +24,9 @@ struct BatchNormOptions {
   float eps = 1e-5f;
   bool fuse_relu = false;
   ImageLayout layout = ImageLayout::kNCHW;
+  // The running variance follows the batch's unbiased variance (PyTorch);
+  // false: the biased one the normalization uses (ONNX's BatchNormalization).
+  bool unbiased_running_var = true;
 };
 
 struct BatchNormResult {

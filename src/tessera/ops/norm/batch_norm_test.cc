@@ -216,6 +216,14 @@ TEST(BatchNormTest, RunningStatsHandComputed) {
       EXPECT_NEAR(v[1], 2.4916667f, 1e-6);
       EXPECT_NEAR(r.save_mean.ToFloatVector()[1], 4.25f, 1e-6);
       EXPECT_NEAR(r.save_rstd.ToFloatVector()[0], 1.0 / std::sqrt(4.6875 / 4 + 1e-5), 1e-6);
+      // ONNX's rule: the running variance follows the biased batch variance.
+      Tensor rv_onnx = Tensor::FromVector({1, 2}, {2});
+      BatchNormOptions onnx = o;
+      onnx.unbiased_running_var = false;
+      BatchNorm2d(Tensor::FromVector(x, LayoutShape(d, l)), Tensor::Full({2}, 1.0), Tensor::Zeros({2}),
+                  Tensor::FromVector({0, 1}, {2}), rv_onnx, onnx);
+      EXPECT_NEAR(rv_onnx.ToFloatVector()[0], 0.9 * 1 + 0.1 * 4.6875 / 4, 1e-6);
+      EXPECT_NEAR(rv_onnx.ToFloatVector()[1], 0.9 * 2 + 0.1 * 20.75 / 4, 1e-6);
       // Momentum 0 leaves the buffers alone; undefined buffers are allowed in training.
       o.momentum = 0.0f;
       BatchNorm2d(Tensor::FromVector(x, LayoutShape(d, l)), Tensor::Full({2}, 1.0), Tensor::Zeros({2}), rm, rv, o);
