@@ -133,5 +133,58 @@ TEST(OnnxCli, OpsListsTheImplementedOperators) {
   }
 }
 
+// A float TensorProto by hand: dims (field 1), data_type FLOAT (field 2),
+// raw_data (field 9).
+std::string FloatTensorProto(const std::vector<int64_t>& dims, const std::vector<float>& v) {
+  std::string s;
+  auto varint = [&](uint64_t x) {
+    for (; x >= 0x80; x >>= 7) s += static_cast<char>((x & 0x7f) | 0x80);
+    s += static_cast<char>(x);
+  };
+  for (int64_t d : dims) {
+    s += '\x08';
+    varint(static_cast<uint64_t>(d));
+  }
+  s += '\x10';
+  varint(1);
+  s += '\x4a';
+  varint(v.size() * sizeof(float));
+  s.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  return s;
+}
+
+// `onnx train`: PyTorch's exported Linear layer fine-tuned toward a
+// constant target in graph mode; the saved model then runs with `onnx run`
+// and gives (nearly) the target; an operator without a backward is a clear error.
+TEST(OnnxCli, TrainFineTunesAndSavesAModel) {
+  const std::string cs = "/usr/share/libonnx-testdata/data/pytorch-converted/test_Linear";
+  ASSERT_TRUE(std::filesystem::exists(cs)) << cs << " is missing: scripts/install-deps.sh installs libonnx-testdata";
+  const std::string dir = FreshTempDir("onnx-train");
+  std::ofstream(dir + "/target.pb", std::ios::binary) << FloatTensorProto({4, 8}, std::vector<float>(32, 0.5f));
+  const std::string input = "0=" + cs + "/test_data_set_0/input_0.pb", saved = dir + "/trained.onnx";
+  ProcResult r = RunCommand({TESSERA_BIN, "onnx", "train", cs + "/model.onnx", "--input", input, "--target",
+                             dir + "/target.pb", "--steps", "60", "--lr", "0.05", "--graph", "--json", "--save", saved},
+                            seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << Diagnose(r);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_LT(j.at("final_loss").get<double>(), j.at("first_loss").get<double>() / 100) << r.out;
+  EXPECT_EQ(j.at("parameters").get<int>(), 2);  // weight and bias
+  EXPECT_EQ(j.at("graph_replays").get<int>(), 58) << r.out;  // calls 3..60 replay the captured graph
+  EXPECT_EQ(j.at("graph_fallback").get<std::string>(), "");
+  ProcResult run = RunCommand({TESSERA_BIN, "onnx", "run", saved, "--input", input, "--output-dir", dir}, seconds(60));
+  ASSERT_EQ(run.exit_code, 0) << Diagnose(run);
+  const std::string out = Slurp(dir + "/3.pb");  // the model's output is named "3"
+  ASSERT_GE(out.size(), 128u);
+  const float* y = reinterpret_cast<const float*>(out.data() + out.size() - 128);  // raw_data ends the message
+  for (int i = 0; i < 32; ++i) EXPECT_NEAR(y[i], 0.5f, 0.05f) << i;
+
+  ProcResult bad = RunCommand({TESSERA_BIN, "onnx", "train", kNodeDir + "/test_tanh/model.onnx", "--input",
+                               "x=" + kNodeDir + "/test_tanh/test_data_set_0/input_0.pb", "--target",
+                               kNodeDir + "/test_tanh/test_data_set_0/output_0.pb"},
+                              seconds(60));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("(Tanh): no differentiable Tessera operator for Tanh"), std::string::npos) << Diagnose(bad);
+}
+
 }  // namespace
 }  // namespace tessera::testing

@@ -9,7 +9,13 @@
 //       prints one line per case and the final "N passed, M failed, K skipped"
 //       (an unsupported operator is a failure). Exit code 0 however many fail:
 //       the suite is a measurement; `--min-pass N` makes fewer passes an error.
-//   ops   lists the operators the runtime implements.
+//   train MODEL.onnx --input NAME=FILE.pb ... --target FILE.pb [--loss mse|cross-entropy]
+//       [--steps N] [--lr F] [--graph] [--freeze NAME]... [--save OUT.onnx] [--json]
+//       fine-tunes the model's float initializers on one batch with AdamW,
+//       the model lowered onto Tessera's differentiable operators
+//       (onnx/trainable.h), eagerly or in graph mode; --save writes the
+//       trained model.
+//   ops   lists the operators the runtime implements (and those it can train).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -25,6 +31,11 @@
 #include "tessera/onnx/interpreter.h"
 #include "tessera/onnx/model_loader.h"
 #include "tessera/onnx/op.h"
+#include "tessera/onnx/trainable.h"
+#include "tessera/graph/compiled_function.h"
+#include "tessera/graph/functional.h"
+#include "tessera/graph/tape.h"
+#include "tessera/optim/adamw.h"
 
 namespace tessera::cli {
 namespace {
@@ -40,6 +51,22 @@ struct RunArgs {
   bool json = false;
   int repeat = 1;
   bool profile = false;
+};
+
+struct TrainArgs {
+  std::string model;
+  std::vector<std::string> inputs;
+  std::string target;
+  std::string loss = "mse";
+  int steps = 100;
+  double lr = 1e-3;
+  double weight_decay = 0.0;
+  bool graph = false;
+  bool eval_mode = false;
+  std::vector<std::string> freeze;
+  std::string save;
+  int log_every = 10;
+  bool json = false;
 };
 
 struct TestArgs {
@@ -64,10 +91,10 @@ std::string Preview(const Array& a) {
   return s;
 }
 
-Status Run(const RunArgs& a) {
-  TESSERA_ASSIGN_OR_RETURN(onnx::Model model, onnx::LoadModelFile(a.model));
+// --input NAME=FILE.pb values, checked against the model's inputs.
+StatusOr<std::map<std::string, Value>> LoadInputs(const onnx::Model& model, const std::vector<std::string>& kvs) {
   std::map<std::string, Value> inputs;
-  for (const std::string& kv : a.inputs) {
+  for (const std::string& kv : kvs) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) return InvalidArgument("--input '{}' must be NAME=FILE.pb", kv);
     const std::string name = kv.substr(0, eq), file = kv.substr(eq + 1);
@@ -83,6 +110,103 @@ Status Run(const RunArgs& a) {
     TESSERA_ASSIGN_OR_RETURN(Value v, onnx::LoadValueFile(file, *info));
     inputs[name] = std::move(v);
   }
+  return inputs;
+}
+
+// Fine-tunes the model's float initializers on one batch (the inputs) toward
+// --target with AdamW: the model lowered onto Tessera's differentiable
+// operators (onnx/trainable.h), eagerly or captured as a graph.
+Status Train(const TrainArgs& a) {
+  TESSERA_ASSIGN_OR_RETURN(onnx::Model model, onnx::LoadModelFile(a.model));
+  using ValueMap = std::map<std::string, Value>;
+  TESSERA_ASSIGN_OR_RETURN(const ValueMap given, LoadInputs(model, a.inputs));
+  if (a.steps < 1) return InvalidArgument("--steps {} must be >= 1", a.steps);
+  if (a.loss != "mse" && a.loss != "cross-entropy") return InvalidArgument("--loss '{}': mse or cross-entropy", a.loss);
+  onnx::TrainableOptions options;
+  options.training = !a.eval_mode;
+  options.frozen.insert(a.freeze.begin(), a.freeze.end());
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<onnx::TrainableModel> tm, onnx::TrainableModel::Create(model, options));
+  std::vector<Tensor> inputs;
+  for (const std::string& name : tm->input_names()) {
+    auto it = given.find(name);
+    if (it == given.end() || !it->second.is_tensor()) return InvalidArgument("--input {}=FILE.pb is missing", name);
+    TESSERA_ASSIGN_OR_RETURN(Tensor t, onnx::TensorFromArray(it->second.tensor, "input '" + name + "'"));
+    inputs.push_back(t);
+  }
+  TESSERA_ASSIGN_OR_RETURN(const Value target_value, onnx::LoadTensorFile(a.target));
+  TESSERA_ASSIGN_OR_RETURN(const Tensor target, onnx::TensorFromArray(target_value.tensor, "--target " + a.target));
+  if (tm->parameters().empty()) return InvalidArgument("{} has no trainable float initializer", a.model);
+  optim::AdamWOptions o;
+  o.lr = a.lr;
+  o.weight_decay = a.weight_decay;
+  optim::AdamW opt(tm->parameters(), o);
+  graph::GraphFunction captured("onnx", [&](const std::vector<Tensor>& in) {
+    StatusOr<std::vector<Tensor>> out = tm->Forward(in);
+    if (!out.ok()) throw std::runtime_error(out.status().ToString());
+    return *out;
+  });
+  auto loss_of = [&](const Tensor& y) -> Tensor {
+    if (a.loss == "cross-entropy") return graph::CrossEntropy(y, target);
+    if (y.shape() != target.shape()) {
+      throw std::runtime_error(fmt::format("--target has shape {}, the output {}", ShapeString(target.shape()),
+                                           ShapeString(y.shape())));
+    }
+    const Tensor d = graph::Sub(y, target);
+    return graph::Mean(graph::Mul(d, d));
+  };
+  nlohmann::json losses = nlohmann::json::array();
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    for (int step = 1; step <= a.steps; ++step) {
+      for (const auto& [name, p] : tm->parameters()) Tensor(p).ZeroGrad();
+      std::vector<Tensor> out;
+      if (a.graph) {
+        out = captured(inputs);
+      } else {
+        TESSERA_ASSIGN_OR_RETURN(out, tm->Forward(inputs));
+      }
+      Tensor loss = loss_of(out.at(0));
+      const double value = loss.Item();
+      graph::Backward(loss);
+      opt.Step();
+      losses.push_back(value);
+      if (!a.json && (step == 1 || step % std::max(1, a.log_every) == 0 || step == a.steps)) {
+        std::printf("step %d loss %.6g\n", step, value);
+      }
+    }
+  } catch (const std::exception& e) {
+    graph::ClearTape();
+    return InvalidArgument("{}", e.what());
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!a.save.empty()) TESSERA_RETURN_IF_ERROR(onnx::SaveModelWithInitializers(a.model, tm->Initializers(), a.save));
+  nlohmann::json j = {{"model", a.model},
+                      {"steps", a.steps},
+                      {"loss", a.loss},
+                      {"first_loss", losses.front()},
+                      {"final_loss", losses.back()},
+                      {"seconds", seconds},
+                      {"parameters", tm->parameters().size()},
+                      {"graph", a.graph},
+                      {"graph_replays", captured.replays()},
+                      {"graph_fallback", captured.fallback_reason()}};
+  if (!a.save.empty()) j["saved"] = a.save;
+  if (a.json) {
+    j["losses"] = losses;
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("trained %zu parameters for %d steps in %.3f s: loss %.6g -> %.6g%s%s\n", tm->parameters().size(),
+                a.steps, seconds, losses.front().get<double>(), losses.back().get<double>(),
+                a.graph ? fmt::format(" (graph mode, {} replays)", captured.replays()).c_str() : "",
+                a.save.empty() ? "" : (", saved " + a.save).c_str());
+  }
+  return Status::Ok();
+}
+
+Status Run(const RunArgs& a) {
+  TESSERA_ASSIGN_OR_RETURN(onnx::Model model, onnx::LoadModelFile(a.model));
+  using ValueMap = std::map<std::string, Value>;
+  TESSERA_ASSIGN_OR_RETURN(const ValueMap inputs, LoadInputs(model, a.inputs));
   if (a.repeat < 1) return InvalidArgument("--repeat {} must be >= 1", a.repeat);
   onnx::Interpreter interp(model);
   std::map<std::string, onnx::Interpreter::OpProfile> profile;
@@ -222,11 +346,33 @@ void RegisterOnnxCommand(CLI::App& app) {
   t->add_flag("--quiet", test->quiet, "print only failures and skips, and the summary");
   t->callback([test] { ExitWith(Test(*test)); });
 
+  auto train = std::make_shared<TrainArgs>();
+  CLI::App* tr = cmd->add_subcommand("train", "fine-tune a model's float initializers toward a target (AdamW)");
+  tr->add_option("model", train->model, "the .onnx file")->required();
+  tr->add_option("--input", train->inputs, "NAME=FILE.pb, one per graph input (the training batch)")->take_all();
+  tr->add_option("--target", train->target, "FILE.pb: float targets (mse) or int64 classes (cross-entropy)")
+      ->required();
+  tr->add_option("--loss", train->loss, "mse (default) or cross-entropy, on the model's first output");
+  tr->add_option("--steps", train->steps, "optimizer steps (default 100)");
+  tr->add_option("--lr", train->lr, "AdamW learning rate (default 1e-3)");
+  tr->add_option("--weight-decay", train->weight_decay, "AdamW weight decay (default 0)");
+  tr->add_flag("--graph", train->graph, "capture the model as a graph (graph mode) instead of running it eagerly");
+  tr->add_flag("--eval-mode", train->eval_mode, "BatchNormalization uses its running statistics");
+  tr->add_option("--freeze", train->freeze, "an initializer to keep fixed (repeatable)")->take_all();
+  tr->add_option("--save", train->save, "write the trained model here (.onnx; may be the input file)");
+  tr->add_option("--log-every", train->log_every, "print the loss every N steps (default 10)");
+  tr->add_flag("--json", train->json, "print a JSON document (every step's loss)");
+  tr->callback([train] { ExitWith(Train(*train)); });
+
   CLI::App* ops = cmd->add_subcommand("ops", "list the implemented ONNX operators");
   ops->callback([] {
     const std::vector<std::string> names = onnx::OpRegistry::Global().Names();
     for (const std::string& n : names) std::printf("%s\n", n.c_str());
     std::printf("%zu operators\n", names.size());
+    const std::vector<std::string> trainable = onnx::TrainableOps();
+    std::string list;
+    for (const std::string& n : trainable) list += (list.empty() ? "" : " ") + n;
+    std::printf("%zu trainable (with a backward, `tessera onnx train`): %s\n", trainable.size(), list.c_str());
   });
 }
 TESSERA_CLI_COMMAND(70, RegisterOnnxCommand);

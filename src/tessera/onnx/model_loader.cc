@@ -8,6 +8,7 @@
 #include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 
+#include "tessera/base/file_io.h"
 #include "tessera/onnx/tensor_proto.h"
 
 namespace tessera::onnx {
@@ -312,6 +313,35 @@ Status SaveTensorFile(const Array& a, const std::string& name, const std::string
   std::ofstream out(path, std::ios::binary);
   if (!out || !t.SerializeToOstream(&out)) return IoError("cannot write '{}'", path);
   return Status::Ok();
+}
+
+Status SaveModelWithInitializers(const std::string& in_path, const std::map<std::string, Array>& initializers,
+                                 const std::string& out_path) {
+  TESSERA_ASSIGN_OR_RETURN(const std::string bytes, ReadBytes(in_path));
+  ::onnx::ModelProto m;
+  if (!m.ParseFromString(bytes)) return InvalidArgument("{}: not a valid ONNX model", in_path);
+  std::set<std::string> written;
+  for (::onnx::TensorProto& t : *m.mutable_graph()->mutable_initializer()) {
+    auto it = initializers.find(t.name());
+    if (it == initializers.end()) continue;
+    const std::string what = fmt::format("initializer '{}' of {}", t.name(), in_path);
+    TESSERA_ASSIGN_OR_RETURN(Array old, ArrayFromProto(t, what));
+    if (old.type() != it->second.type() || old.shape() != it->second.shape()) {
+      return InvalidArgument("{}: new value is {} {}, the model has {} {}", what, ElemName(it->second.type()),
+                             it->second.ShapeString(), ElemName(old.type()), old.ShapeString());
+    }
+    const std::string name = t.name();
+    t.Clear();
+    ArrayToProto(it->second, &t);
+    t.set_name(name);
+    written.insert(name);
+  }
+  for (const auto& [name, a] : initializers) {
+    if (!written.count(name)) return InvalidArgument("{} has no initializer '{}'", in_path, name);
+  }
+  std::string out;
+  if (!m.SerializeToString(&out)) return Internal("cannot serialize the model of {}", in_path);
+  return WriteFileAtomic(out_path, out);
 }
 
 }  // namespace tessera::onnx

@@ -6,6 +6,7 @@
 // file and what is wrong; nothing here aborts on bad bytes.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "tessera/onnx/graph.h"
@@ -22,5 +23,12 @@ StatusOr<Value> LoadTensorFile(const std::string& path);
 
 // Writes a tensor as a TensorProto .pb file (for `tessera onnx run` outputs).
 Status SaveTensorFile(const Array& a, const std::string& name, const std::string& path);
+
+// Writes the model of `in_path` to `out_path` (atomically; it may be the
+// same file) with its main graph's initializers replaced by `initializers`
+// (by name). Each must exist in the model with the same element type and
+// shape; otherwise nothing is written and the error names it.
+Status SaveModelWithInitializers(const std::string& in_path, const std::map<std::string, Array>& initializers,
+                                 const std::string& out_path);
 
 }  // namespace tessera::onnx

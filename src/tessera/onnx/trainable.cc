@@ -1,0 +1,276 @@
+#include "tessera/onnx/trainable.h"
+
+#include <cstring>
+#include <exception>
+
+#include "tessera/onnx/lower/lower.h"
+
+namespace tessera::onnx {
+namespace lower {
+
+StatusOr<Tensor> LowerContext::tensor(size_t i) const {
+  if (!has_input(i)) return Error("input {} is missing", i);
+  const Tensor* t = tensor_of_(node_.inputs[i]);
+  if (t == nullptr) return Error("input '{}' has no value a differentiable operator can read", node_.inputs[i]);
+  return *t;
+}
+
+StatusOr<Tensor> LowerContext::float_tensor(size_t i) const {
+  TESSERA_ASSIGN_OR_RETURN(Tensor t, tensor(i));
+  if (t.dtype() != DType::kF32)
+    return Error("input '{}' is {}, expected float32", node_.inputs[i], DTypeName(t.dtype()));
+  return t;
+}
+
+StatusOr<Array> LowerContext::constant(size_t i) const {
+  if (!has_input(i)) return Error("input {} is missing", i);
+  const Array* a = constant_of_(node_.inputs[i]);
+  if (a == nullptr) {
+    return Error("input '{}' must be a constant (an initializer or a Constant node) to train this model",
+                 node_.inputs[i]);
+  }
+  return *a;
+}
+
+StatusOr<std::vector<int64_t>> LowerContext::ints(size_t i) const {
+  TESSERA_ASSIGN_OR_RETURN(Array a, constant(i));
+  if (a.type() != ElemType::kInt64 && a.type() != ElemType::kInt32) {
+    return Error("input '{}' must hold integers, got {}", node_.inputs[i], ElemName(a.type()));
+  }
+  return a.ToInts();
+}
+
+StatusOr<std::vector<int64_t>> LowerContext::ints_attr_or_input(const std::string& attr, size_t i, int64_t input_since,
+                                                                const std::vector<int64_t>& dflt) const {
+  if (opset_ < input_since) return node_.Ints(attr, dflt);
+  if (!has_input(i)) return dflt;
+  return ints(i);
+}
+
+StatusOr<int> Axis(const LowerContext& ctx, int64_t axis, int rank) {
+  const int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank) return ctx.Error("axis {} is out of range for rank {}", axis, rank);
+  return static_cast<int>(a);
+}
+
+const LoweringTable& Lowerings() {
+  static const LoweringTable table = [] {
+    LoweringTable t;
+    AddMathLowerings(t);
+    AddShapeLowerings(t);
+    AddNnLowerings(t);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace lower
+
+namespace {
+
+// Input positions whose value is read on the host as a shape, axes, bounds
+// or a flag: a float initializer read only there is not a parameter.
+bool IsConstantInput(const std::string& op, size_t i) {
+  if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Split" || op == "ReduceSum" ||
+      op == "ReduceMean") {
+    return i == 1;
+  }
+  if (op == "Slice") return i >= 1;
+  if (op == "Dropout") return i >= 1;
+  return false;
+}
+
+bool IsBufferInput(const std::string& op, size_t i) { return op == "BatchNormalization" && (i == 3 || i == 4); }
+
+// A Constant node's value (value, value_float(s), value_int(s)).
+StatusOr<Array> ConstantValue(const Node& node) {
+  if (const Array* t = node.Tensor("value")) return *t;
+  if (node.Has("value_float")) {
+    TESSERA_ASSIGN_OR_RETURN(float f, node.Float("value_float", 0));
+    return Array::Scalar<float>(f);
+  }
+  if (node.Has("value_int")) {
+    TESSERA_ASSIGN_OR_RETURN(int64_t v, node.Int("value_int", 0));
+    return Array::Scalar<int64_t>(v);
+  }
+  if (node.Has("value_floats")) {
+    TESSERA_ASSIGN_OR_RETURN(std::vector<float> v, node.Floats("value_floats", {}));
+    return Array::Vector<float>(v);
+  }
+  if (node.Has("value_ints")) {
+    TESSERA_ASSIGN_OR_RETURN(std::vector<int64_t> v, node.Ints("value_ints", {}));
+    return Array::Vector<int64_t>(v);
+  }
+  return InvalidArgument("{}: only tensor, float and int values are supported", node.Describe());
+}
+
+}  // namespace
+
+StatusOr<Tensor> TensorFromArray(const Array& a, const std::string& what) {
+  DType dtype;
+  switch (a.type()) {
+    case ElemType::kFloat: dtype = DType::kF32; break;
+    case ElemType::kInt64: dtype = DType::kI64; break;
+    case ElemType::kInt32: dtype = DType::kI32; break;
+    default:
+      return InvalidArgument("{} is {}: a trainable model holds float32 data and int32 / int64 indices", what,
+                             ElemName(a.type()));
+  }
+  Tensor t = Tensor::Empty(a.shape(), dtype);
+  if (a.numel() > 0) std::memcpy(t.raw_data(), a.raw(), a.nbytes());
+  return t;
+}
+
+Array ArrayFromTensor(const Tensor& t) {
+  const Tensor c = t.Contiguous();
+  ElemType type = ElemType::kFloat;
+  if (c.dtype() == DType::kI64) type = ElemType::kInt64;
+  if (c.dtype() == DType::kI32) type = ElemType::kInt32;
+  const Tensor src = type == ElemType::kFloat ? c.To(DType::kF32).Contiguous() : c;
+  Array a(type, src.shape());
+  if (a.numel() > 0) std::memcpy(a.raw(), src.raw_data(), a.nbytes());
+  return a;
+}
+
+std::vector<std::string> TrainableOps() {
+  std::vector<std::string> names{"Constant"};
+  for (const auto& [name, fn] : lower::Lowerings()) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+StatusOr<std::unique_ptr<TrainableModel>> TrainableModel::Create(const Model& model, const TrainableOptions& options) {
+  std::unique_ptr<TrainableModel> m(new TrainableModel());
+  m->model_ = model;
+  m->options_ = options;
+  const Graph& g = m->model_.graph;
+  const auto& table = lower::Lowerings();
+  // Every node must lower; classify the float initializers by how they are read.
+  std::map<std::string, int> role;  // 1 data (parameter), 2 buffer; absent: constant only
+  for (const Node& node : g.nodes) {
+    if (!node.domain.empty() && node.domain != "ai.onnx") {
+      return Unimplemented("{}: operators of domain '{}' cannot be trained", node.Describe(), node.domain);
+    }
+    if (node.op_type != "Constant" && !table.count(node.op_type)) {
+      return Unimplemented("{}: no differentiable Tessera operator for {} (tessera onnx run executes it, forward only)",
+                           node.Describe(), node.op_type);
+    }
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const std::string& name = node.inputs[i];
+      if (name.empty() || !g.initializers.count(name) || g.initializers.at(name).type() != ElemType::kFloat) continue;
+      if (IsBufferInput(node.op_type, i)) {
+        role[name] = 2;
+      } else if (!IsConstantInput(node.op_type, i) && role[name] != 2) {
+        role[name] = 1;
+      }
+    }
+  }
+  for (const auto& [name, array] : g.initializers) {
+    StatusOr<Tensor> converted = TensorFromArray(array, name);
+    if (!converted.ok()) continue;  // a constant of another type: read through constant() only
+    Tensor t = *converted;
+    auto r = role.find(name);
+    if (r != role.end() && r->second == 1 && !options.frozen.count(name)) {
+      t.set_requires_grad(true);
+      m->parameters_.emplace_back(name, t);
+    } else if (r != role.end() && r->second == 2) {
+      m->buffers_.emplace_back(name, t);
+    }
+    m->tensors_[name] = t;
+  }
+  for (const std::string& name : options.frozen) {
+    if (!g.initializers.count(name)) return InvalidArgument("frozen initializer '{}' is not in the model", name);
+  }
+  for (const auto& [name, value] : options.constant_inputs) {
+    bool found = false;
+    for (const ValueInfo& in : g.inputs) found = found || in.name == name;
+    if (!found) return InvalidArgument("constant input '{}' is not an input of the model", name);
+    m->constants_[name] = value;
+    StatusOr<Tensor> t = TensorFromArray(value, name);
+    if (t.ok()) m->tensors_[name] = *t;
+  }
+  for (const ValueInfo& in : g.inputs) {
+    if (!g.initializers.count(in.name) && !options.constant_inputs.count(in.name)) {
+      m->input_names_.push_back(in.name);
+    }
+  }
+  for (const ValueInfo& out : g.outputs) m->output_names_.push_back(out.name);
+  // Constant nodes: evaluated once.
+  for (const Node& node : g.nodes) {
+    if (node.op_type != "Constant") continue;
+    TESSERA_ASSIGN_OR_RETURN(Array a, ConstantValue(node));
+    if (node.outputs.size() != 1) return InvalidArgument("{}: expected one output", node.Describe());
+    m->constants_[node.outputs[0]] = a;
+    StatusOr<Tensor> t = TensorFromArray(a, node.Describe());
+    if (t.ok()) m->tensors_[node.outputs[0]] = *t;
+  }
+  // The last node reading each value (graph outputs are never dropped).
+  std::map<std::string, size_t> last;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    for (const std::string& name : g.nodes[k].inputs) last[name] = k;
+  }
+  for (const std::string& name : m->output_names_) last.erase(name);
+  m->drop_after_.assign(g.nodes.size(), {});
+  for (const auto& [name, k] : last) m->drop_after_[k].push_back(name);
+  return m;
+}
+
+StatusOr<std::vector<Tensor>> TrainableModel::Forward(const std::vector<Tensor>& inputs) const {
+  if (inputs.size() != input_names_.size()) {
+    return InvalidArgument("the model takes {} inputs, got {}", input_names_.size(), inputs.size());
+  }
+  std::map<std::string, Tensor> values;
+  for (size_t i = 0; i < inputs.size(); ++i) values[input_names_[i]] = inputs[i];
+  auto tensor_of = [&](const std::string& name) -> const Tensor* {
+    if (auto it = values.find(name); it != values.end()) return &it->second;
+    if (auto it = tensors_.find(name); it != tensors_.end()) return &it->second;
+    return nullptr;
+  };
+  auto constant_of = [&](const std::string& name) -> const Array* {
+    if (auto it = constants_.find(name); it != constants_.end()) return &it->second;
+    auto it = model_.graph.initializers.find(name);
+    return it != model_.graph.initializers.end() ? &it->second : nullptr;
+  };
+  const Graph& g = model_.graph;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& node = g.nodes[k];
+    if (node.op_type != "Constant") {
+      lower::LowerContext ctx(node, ModelOpset(), options_.training, tensor_of, constant_of);
+      try {
+        TESSERA_RETURN_IF_ERROR(lower::Lowerings().at(node.op_type)(ctx));
+      } catch (const std::exception& e) {
+        return InvalidArgument("{}: {}", node.Describe(), e.what());
+      }
+      for (size_t i = 0; i < node.outputs.size(); ++i) {
+        if (node.outputs[i].empty()) continue;
+        if (!ctx.outputs()[i].defined()) return Internal("{}: output {} was not produced", node.Describe(), i);
+        values[node.outputs[i]] = ctx.outputs()[i];
+      }
+    }
+    for (const std::string& name : drop_after_[k]) values.erase(name);
+  }
+  std::vector<Tensor> out;
+  for (const std::string& name : output_names_) {
+    const Tensor* t = tensor_of(name);
+    if (t == nullptr) return InvalidArgument("graph output '{}' has no value", name);
+    out.push_back(*t);
+  }
+  return out;
+}
+
+int64_t TrainableModel::ModelOpset() const {
+  for (const char* domain : {"", "ai.onnx"}) {
+    if (auto it = model_.opsets.find(domain); it != model_.opsets.end()) return it->second;
+  }
+  return 1;
+}
+
+std::map<std::string, Array> TrainableModel::Initializers() const {
+  std::map<std::string, Array> out = model_.graph.initializers;
+  for (const auto* list : {&parameters_, &buffers_}) {
+    for (const auto& [name, t] : *list) out[name] = ArrayFromTensor(t);
+  }
+  return out;
+}
+
+}  // namespace tessera::onnx
