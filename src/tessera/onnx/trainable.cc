@@ -3,6 +3,7 @@
 #include <cstring>
 #include <exception>
 
+#include "tessera/graph/tape.h"
 #include "tessera/onnx/lower/lower.h"
 
 namespace tessera::onnx {
@@ -232,18 +233,25 @@ StatusOr<std::vector<Tensor>> TrainableModel::Forward(const std::vector<Tensor>&
     return it != model_.graph.initializers.end() ? &it->second : nullptr;
   };
   const Graph& g = model_.graph;
+  // A failed call abandons what it recorded when the tape was empty before it
+  // (a training step's forward); otherwise the caller abandons the step.
+  const bool tape_was_empty = graph::TapeSize() == 0;
+  auto failed = [&](Status s) {
+    if (tape_was_empty) graph::ClearTape();
+    return s;
+  };
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& node = g.nodes[k];
     if (node.op_type != "Constant") {
       lower::LowerContext ctx(node, ModelOpset(), options_.training, tensor_of, constant_of);
       try {
-        TESSERA_RETURN_IF_ERROR(lower::Lowerings().at(node.op_type)(ctx));
+        if (Status s = lower::Lowerings().at(node.op_type)(ctx); !s.ok()) return failed(s);
       } catch (const std::exception& e) {
-        return InvalidArgument("{}: {}", node.Describe(), e.what());
+        return failed(InvalidArgument("{}: {}", node.Describe(), e.what()));
       }
       for (size_t i = 0; i < node.outputs.size(); ++i) {
         if (node.outputs[i].empty()) continue;
-        if (!ctx.outputs()[i].defined()) return Internal("{}: output {} was not produced", node.Describe(), i);
+        if (!ctx.outputs()[i].defined()) return failed(Internal("{}: output {} was not produced", node.Describe(), i));
         values[node.outputs[i]] = ctx.outputs()[i];
       }
     }

@@ -66,7 +66,9 @@ class TrainableModel {
 
   // Runs the main graph on `inputs` (input_names() order) with graph::
   // functions; returns the graph outputs in order. Differentiable with
-  // respect to the parameters and to inputs that require grad.
+  // respect to the parameters and to inputs that require grad. On an error
+  // the tape is cleared if it was empty before the call (a step's forward);
+  // a caller that recorded before it abandons the step with ClearTape().
   StatusOr<std::vector<Tensor>> Forward(const std::vector<Tensor>& inputs) const;
 
   // Every initializer with its current value (parameters and buffers as

@@ -328,6 +328,20 @@ TEST(TrainableModel, ErrorsNameTheNode) {
     auto wrong_shape = mlp->Forward({RandomInput({4, 5}, 2)});  // the kernel's OpError, tagged with the node
     ASSERT_FALSE(wrong_shape.ok());
     EXPECT_NE(wrong_shape.status().message().find("(Gemm)"), std::string::npos) << wrong_shape.status().ToString();
+    // A failure after some nodes recorded leaves the tape as it was (empty).
+    Builder b;  // Mul records (w is a parameter), then Reshape fails
+    b.Input("x");
+    b.Init("shape", Array::Vector<int64_t>({7}));
+    b.Weight("w", {2, 3});
+    b.Node("Mul", {"x", "w"}, {"m"});
+    b.Node("Reshape", {"m", "shape"}, {"y"});
+    b.Output("y");
+    auto tm = Make(b);
+    auto fails = tm->Forward({RandomInput({2, 3}, 4)});
+    ASSERT_FALSE(fails.ok());
+    EXPECT_NE(fails.status().message().find("cannot reshape [2, 3] to [7]"), std::string::npos)
+        << fails.status().ToString();
+    EXPECT_EQ(graph::TapeSize(), 0u);
   }
 }
 
