@@ -12,6 +12,7 @@
 
 #include "tessera/ops/attention/attention.h"
 #include "tessera/ops/loss/cross_entropy.h"
+#include "tessera/ops/pointwise/pointwise.h"
 #include "tessera/tensor/tensor.h"
 
 namespace tessera::graph {
@@ -49,6 +50,9 @@ Tensor Gelu(const Tensor& x);
 Tensor Silu(const Tensor& x);
 Tensor Relu(const Tensor& x);
 Tensor SwiGlu(const Tensor& gate, const Tensor& up);  // silu(gate) * up
+// Unary math with its derivative: Sigmoid, Tanh, Exp, Log, Sqrt, Erf, x^alpha, ...
+// (ops/pointwise/pointwise.h; used by imported ONNX models).
+Tensor Pointwise(ops::PointwiseFn fn, const Tensor& x, float alpha = 0.0f);
 // Identity unless `training` and p > 0. The mask is a function of
 // (seed, offset + element index) only (see ops/dropout/dropout.h).
 Tensor Dropout(const Tensor& x, float p, bool training, uint64_t seed, uint64_t offset = 0);

@@ -96,6 +96,15 @@ Tensor Relu(const Tensor& x) {
       [](const Tensor& g, const Tensor& t) { return ops::ReluBackward(g, t); });
 }
 
+Tensor Pointwise(ops::PointwiseFn fn, const Tensor& x, float alpha) {
+  return Apply1(
+      {ops::PointwiseFnName(fn).data(), OpKind::kElementwise, fmt::format("alpha={}", alpha), kSaveAll, SaveBit(0)},
+      {x}, [fn, alpha](const Ins& in) { return Ins{ops::Pointwise(fn, in[0], alpha)}; },
+      [fn, alpha](const Grads& g, const Ins& in, const Ins& out, const Needs&) {
+        return Grads{ops::PointwiseBackward(fn, g[0], in[0], out[0], alpha)};
+      });
+}
+
 Tensor SwiGlu(const Tensor& gate, const Tensor& up) {
   return Apply1(
       {"SwiGlu", OpKind::kElementwise, ""}, {gate, up}, [](const Ins& in) { return Ins{ops::SwiGlu(in[0], in[1])}; },
