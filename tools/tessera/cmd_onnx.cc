@@ -372,7 +372,8 @@ void RegisterOnnxCommand(CLI::App& app) {
     const std::vector<std::string> trainable = onnx::TrainableOps();
     std::string list;
     for (const std::string& n : trainable) list += (list.empty() ? "" : " ") + n;
-    std::printf("%zu trainable (with a backward, `tessera onnx train`): %s\n", trainable.size(), list.c_str());
+    std::printf("%zu usable by `tessera onnx train` (%zu with a backward; Constant and Shape are static): %s\n",
+                trainable.size(), trainable.size() - 2, list.c_str());
   });
 }
 TESSERA_CLI_COMMAND(70, RegisterOnnxCommand);

@@ -1,10 +1,13 @@
 #include "tessera/onnx/trainable.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
+#include <set>
 
 #include "tessera/graph/tape.h"
 #include "tessera/onnx/lower/lower.h"
+#include "tessera/onnx/op.h"
 
 namespace tessera::onnx {
 namespace lower {
@@ -78,6 +81,7 @@ bool IsConstantInput(const std::string& op, size_t i) {
   }
   if (op == "Slice") return i >= 1;
   if (op == "Dropout") return i >= 1;
+  if (op == "Pow") return i == 1;
   return false;
 }
 
@@ -105,7 +109,36 @@ StatusOr<Array> ConstantValue(const Node& node) {
   return InvalidArgument("{}: only tensor, float and int values are supported", node.Describe());
 }
 
+// Whether a node can run on its interpreter kernel outside an Interpreter
+// (no subgraphs, no random generator).
+bool Foldable(const Node& node) {
+  static const std::set<std::string> kNot{"If",
+                                          "Loop",
+                                          "Scan",
+                                          "Dropout",
+                                          "RandomNormal",
+                                          "RandomUniform",
+                                          "Bernoulli",
+                                          "Multinomial",
+                                          "RandomNormalLike",
+                                          "RandomUniformLike"};
+  if (kNot.count(node.op_type)) return false;
+  for (const auto& [name, attr] : node.attrs) {
+    if (attr.type == Attribute::Type::kGraph || attr.type == Attribute::Type::kGraphs) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+bool TrainableModel::IsTrainable(const std::string& name) const {
+  for (const auto* list : {&parameters_, &buffers_}) {
+    for (const auto& [n, t] : *list) {
+      if (n == name) return true;
+    }
+  }
+  return false;
+}
 
 StatusOr<Tensor> TensorFromArray(const Array& a, const std::string& what) {
   DType dtype;
@@ -134,7 +167,7 @@ Array ArrayFromTensor(const Tensor& t) {
 }
 
 std::vector<std::string> TrainableOps() {
-  std::vector<std::string> names{"Constant"};
+  std::vector<std::string> names{"Constant", "Shape"};
   for (const auto& [name, fn] : lower::Lowerings()) names.push_back(name);
   std::sort(names.begin(), names.end());
   return names;
@@ -146,15 +179,11 @@ StatusOr<std::unique_ptr<TrainableModel>> TrainableModel::Create(const Model& mo
   m->options_ = options;
   const Graph& g = m->model_.graph;
   const auto& table = lower::Lowerings();
-  // Every node must lower; classify the float initializers by how they are read.
+  // Classify the float initializers by how they are read.
   std::map<std::string, int> role;  // 1 data (parameter), 2 buffer; absent: constant only
   for (const Node& node : g.nodes) {
     if (!node.domain.empty() && node.domain != "ai.onnx") {
       return Unimplemented("{}: operators of domain '{}' cannot be trained", node.Describe(), node.domain);
-    }
-    if (node.op_type != "Constant" && !table.count(node.op_type)) {
-      return Unimplemented("{}: no differentiable Tessera operator for {} (tessera onnx run executes it, forward only)",
-                           node.Describe(), node.op_type);
     }
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const std::string& name = node.inputs[i];
@@ -205,6 +234,34 @@ StatusOr<std::unique_ptr<TrainableModel>> TrainableModel::Create(const Model& mo
     StatusOr<Tensor> t = TensorFromArray(a, node.Describe());
     if (t.ok()) m->tensors_[node.outputs[0]] = *t;
   }
+  // How each node runs. Static values (constants, Shape outputs, and what
+  // is computed from them alone — the shape arithmetic exporters emit) are
+  // folded on the interpreter's kernels; the rest must lower.
+  std::set<std::string> statics;
+  for (const auto& [name, a] : g.initializers) {
+    if (!m->IsTrainable(name)) statics.insert(name);
+  }
+  for (const auto& [name, a] : m->constants_) statics.insert(name);
+  const OpRegistry& registry = OpRegistry::Global();
+  for (const Node& node : g.nodes) {
+    bool all_static = true;
+    for (const std::string& in : node.inputs) all_static = all_static && (in.empty() || statics.count(in));
+    Step step;
+    if (node.op_type == "Constant") {
+      step = Step::kConstant;
+    } else if (node.op_type == "Shape") {
+      step = Step::kShape;
+    } else if (all_static && Foldable(node) && registry.Find("", node.op_type) != nullptr) {
+      step = Step::kFold;
+    } else if (table.count(node.op_type)) {
+      step = Step::kLower;
+    } else {
+      return Unimplemented("{}: no differentiable Tessera operator for {} (tessera onnx run executes it, forward only)",
+                           node.Describe(), node.op_type);
+    }
+    m->steps_.push_back(step);
+    if (step != Step::kLower) statics.insert(node.outputs.begin(), node.outputs.end());
+  }
   // The last node reading each value (graph outputs are never dropped).
   std::map<std::string, size_t> last;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
@@ -222,15 +279,21 @@ StatusOr<std::vector<Tensor>> TrainableModel::Forward(const std::vector<Tensor>&
   }
   std::map<std::string, Tensor> values;
   for (size_t i = 0; i < inputs.size(); ++i) values[input_names_[i]] = inputs[i];
+  std::map<std::string, Array> folded;  // this call's static values (Shape outputs, folded nodes)
   auto tensor_of = [&](const std::string& name) -> const Tensor* {
     if (auto it = values.find(name); it != values.end()) return &it->second;
     if (auto it = tensors_.find(name); it != tensors_.end()) return &it->second;
+    if (auto it = folded.find(name); it != folded.end()) {
+      StatusOr<Tensor> t = TensorFromArray(it->second, name);
+      if (t.ok()) return &(values[name] = *t);
+    }
     return nullptr;
   };
   auto constant_of = [&](const std::string& name) -> const Array* {
+    if (auto it = folded.find(name); it != folded.end()) return &it->second;
     if (auto it = constants_.find(name); it != constants_.end()) return &it->second;
     auto it = model_.graph.initializers.find(name);
-    return it != model_.graph.initializers.end() ? &it->second : nullptr;
+    return it != model_.graph.initializers.end() && !IsTrainable(name) ? &it->second : nullptr;
   };
   const Graph& g = model_.graph;
   // A failed call abandons what it recorded when the tape was empty before it
@@ -242,28 +305,89 @@ StatusOr<std::vector<Tensor>> TrainableModel::Forward(const std::vector<Tensor>&
   };
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& node = g.nodes[k];
-    if (node.op_type != "Constant") {
-      lower::LowerContext ctx(node, ModelOpset(), options_.training, tensor_of, constant_of);
-      try {
-        if (Status s = lower::Lowerings().at(node.op_type)(ctx); !s.ok()) return failed(s);
-      } catch (const std::exception& e) {
-        return failed(InvalidArgument("{}: {}", node.Describe(), e.what()));
+    Status s = Status::Ok();
+    try {
+      switch (steps_[k]) {
+        case Step::kConstant: break;
+        case Step::kShape: s = RunShape(node, tensor_of, constant_of, folded); break;
+        case Step::kFold: s = RunFolded(node, constant_of, folded); break;
+        case Step::kLower: {
+          lower::LowerContext ctx(node, ModelOpset(), options_.training, tensor_of, constant_of);
+          s = lower::Lowerings().at(node.op_type)(ctx);
+          for (size_t i = 0; s.ok() && i < node.outputs.size(); ++i) {
+            if (node.outputs[i].empty()) continue;
+            if (!ctx.outputs()[i].defined()) {
+              s = Internal("{}: output {} was not produced", node.Describe(), i);
+            } else {
+              values[node.outputs[i]] = ctx.outputs()[i];
+            }
+          }
+          break;
+        }
       }
-      for (size_t i = 0; i < node.outputs.size(); ++i) {
-        if (node.outputs[i].empty()) continue;
-        if (!ctx.outputs()[i].defined()) return failed(Internal("{}: output {} was not produced", node.Describe(), i));
-        values[node.outputs[i]] = ctx.outputs()[i];
-      }
+    } catch (const std::exception& e) {
+      s = InvalidArgument("{}: {}", node.Describe(), e.what());
     }
-    for (const std::string& name : drop_after_[k]) values.erase(name);
+    if (!s.ok()) return failed(s);
+    for (const std::string& name : drop_after_[k]) {
+      values.erase(name);
+      folded.erase(name);
+    }
   }
   std::vector<Tensor> out;
   for (const std::string& name : output_names_) {
     const Tensor* t = tensor_of(name);
-    if (t == nullptr) return InvalidArgument("graph output '{}' has no value", name);
+    if (t == nullptr) return failed(InvalidArgument("graph output '{}' has no tensor value", name));
     out.push_back(*t);
   }
   return out;
+}
+
+Status TrainableModel::RunShape(const Node& node, const lower::LowerContext::TensorLookup& tensor_of,
+                                const lower::LowerContext::ConstantLookup& constant_of,
+                                std::map<std::string, Array>& folded) const {
+  std::vector<int64_t> dims;
+  if (const Tensor* t = node.inputs.empty() ? nullptr : tensor_of(node.inputs[0])) {
+    dims = t->shape();
+  } else if (const Array* a = node.inputs.empty() ? nullptr : constant_of(node.inputs[0])) {
+    dims = a->shape();
+  } else {
+    return InvalidArgument("{}: its input has no value", node.Describe());
+  }
+  // Opset 15: the dims [start, end) (negative counts from the end, clamped).
+  TESSERA_ASSIGN_OR_RETURN(int64_t start, node.Int("start", 0));
+  TESSERA_ASSIGN_OR_RETURN(int64_t end, node.Int("end", static_cast<int64_t>(dims.size())));
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  auto clamp = [rank](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank); };
+  start = clamp(start);
+  end = std::max(start, clamp(end));
+  folded[node.outputs.at(0)] = Array::Vector<int64_t>({dims.begin() + start, dims.begin() + end});
+  return Status::Ok();
+}
+
+Status TrainableModel::RunFolded(const Node& node, const lower::LowerContext::ConstantLookup& constant_of,
+                                 std::map<std::string, Array>& folded) const {
+  std::vector<Value> held;
+  held.reserve(node.inputs.size());
+  std::vector<const Value*> ins;
+  for (const std::string& name : node.inputs) {
+    if (name.empty()) {
+      ins.push_back(nullptr);
+      continue;
+    }
+    const Array* a = constant_of(name);
+    if (a == nullptr) return Internal("{}: static input '{}' has no value", node.Describe(), name);
+    held.push_back(Value::Tensor(*a));
+    ins.push_back(&held.back());
+  }
+  OpContext ctx(node, ModelOpset(), std::move(ins), nullptr, nullptr);
+  TESSERA_RETURN_IF_ERROR((*OpRegistry::Global().Find("", node.op_type))(ctx));
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    if (node.outputs[i].empty()) continue;
+    if (!ctx.outputs()[i].is_tensor()) return InvalidArgument("{}: output {} is not a tensor", node.Describe(), i);
+    folded[node.outputs[i]] = ctx.outputs()[i].tensor;
+  }
+  return Status::Ok();
 }
 
 int64_t TrainableModel::ModelOpset() const {

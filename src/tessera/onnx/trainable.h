@@ -11,16 +11,23 @@
 // (passes, memory plan, replay). The trained values go back into the .onnx
 // file with SaveModelWithInitializers (model_loader.h).
 //
+// Static values — constants, Shape's output and whatever is computed from
+// them alone (the shape arithmetic exporters emit: Shape → Gather →
+// Unsqueeze → Concat → Reshape) — are folded on each call by the
+// interpreter's own kernels, any operator; the tensors the model computes
+// go through the lowerings.
+//
 // Scope: float32 data (int64 indices for Gather), the operators listed by
 // TrainableOps() at the opsets Debian's ONNX defines. Inputs that give a
 // shape or axes (Reshape's shape, Unsqueeze's axes, Slice's starts, ...)
-// must be constants: initializers or Constant nodes. Anything else is a
-// Status naming the node: "node 'y' (Tanh): no differentiable Tessera
-// operator for Tanh (tessera onnx run executes it, forward only)".
+// must be static. Anything else is a Status naming the node: "node 'y'
+// (Sin): no differentiable Tessera operator for Sin (tessera onnx run
+// executes it, forward only)".
 // Thread-safety: Forward may run on one thread at a time (it records on
 // that thread's tape).
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
@@ -29,6 +36,7 @@
 
 #include "tessera/graph/module.h"
 #include "tessera/onnx/graph.h"
+#include "tessera/onnx/lower/lower.h"
 #include "tessera/tensor/tensor.h"
 
 namespace tessera::onnx {
@@ -61,6 +69,8 @@ class TrainableModel {
   const std::vector<graph::NamedTensor>& parameters() const { return parameters_; }
   // BatchNormalization's running statistics (updated in training mode).
   const std::vector<graph::NamedTensor>& buffers() const { return buffers_; }
+  // Nodes that run through a lowering (the rest are Constant, Shape or folded).
+  int lowered_nodes() const { return static_cast<int>(std::count(steps_.begin(), steps_.end(), Step::kLower)); }
   void set_training(bool training) { options_.training = training; }
   bool training() const { return options_.training; }
 
@@ -77,7 +87,15 @@ class TrainableModel {
 
  private:
   TrainableModel() = default;
-  int64_t ModelOpset() const;  // the ai.onnx opset the model imports
+  int64_t ModelOpset() const;                       // the ai.onnx opset the model imports
+  bool IsTrainable(const std::string& name) const;  // a parameter or a buffer
+  // Shape: the input's (static) dims; a folded node: its interpreter kernel
+  // on constant inputs. Both write `folded`.
+  Status RunShape(const Node& node, const lower::LowerContext::TensorLookup& tensor_of,
+                  const lower::LowerContext::ConstantLookup& constant_of, std::map<std::string, Array>& folded) const;
+  Status RunFolded(const Node& node, const lower::LowerContext::ConstantLookup& constant_of,
+                   std::map<std::string, Array>& folded) const;
+  enum class Step { kConstant, kShape, kFold, kLower };
   Model model_;
   TrainableOptions options_;
   std::vector<std::string> input_names_, output_names_;
@@ -85,9 +103,11 @@ class TrainableModel {
   std::map<std::string, Tensor> tensors_;             // parameters, buffers, other initializers and Constant outputs
   std::map<std::string, Array> constants_;            // Constant nodes' values
   std::vector<std::vector<std::string>> drop_after_;  // per node: values it reads last
+  std::vector<Step> steps_;                           // per node: how it runs
 };
 
-// The ONNX operator types TrainableModel lowers (sorted).
+// The ONNX operator types TrainableModel runs on computed tensors (sorted):
+// the lowerings, plus Constant and Shape.
 std::vector<std::string> TrainableOps();
 
 // float32 Array <-> Tensor (copies; int64 Arrays become int64 Tensors).

@@ -1,5 +1,5 @@
-// Lowerings of arithmetic, activations, MatMul / Gemm, softmax and
-// reductions onto graph:: functions (onnx/lower/lower.h).
+// Lowerings of arithmetic, activations and unary math, MatMul / Gemm,
+// softmax and reductions onto graph:: functions (onnx/lower/lower.h).
 #include <numeric>
 
 #include "tessera/graph/functional.h"
@@ -25,6 +25,28 @@ Lowering Unary(Tensor (*fn)(const Tensor&)) {
     ctx.set_output(0, fn(x));
     return Status::Ok();
   };
+}
+
+// Sigmoid, Tanh, Exp, ... (alpha from an attribute where the operator has one).
+Lowering PointwiseLowering(ops::PointwiseFn fn, const char* alpha_attr = nullptr, float alpha_default = 0.0f) {
+  return [fn, alpha_attr, alpha_default](LowerContext& ctx) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(Tensor x, ctx.float_tensor(0));
+    float alpha = alpha_default;
+    if (alpha_attr != nullptr) {
+      TESSERA_ASSIGN_OR_RETURN(alpha, ctx.node().Float(alpha_attr, alpha_default));
+    }
+    ctx.set_output(0, graph::Pointwise(fn, x, alpha));
+    return Status::Ok();
+  };
+}
+
+// Pow with a constant scalar exponent (x^2 and x^0.5 in exported norms).
+Status PowLowering(LowerContext& ctx) {
+  TESSERA_ASSIGN_OR_RETURN(Tensor x, ctx.float_tensor(0));
+  TESSERA_ASSIGN_OR_RETURN(Array e, ctx.constant(1));
+  if (e.numel() != 1) return ctx.Error("the exponent must be one constant number, got shape {}", e.ShapeString());
+  ctx.set_output(0, graph::Pointwise(ops::PointwiseFn::kPow, x, static_cast<float>(e.GetDouble(0))));
+  return Status::Ok();
 }
 
 Status IdentityLowering(LowerContext& ctx) {
@@ -159,6 +181,20 @@ void AddMathLowerings(LoweringTable& t) {
   t["Neg"] = NegLowering;
   t["Sum"] = SumLowering;
   t["Relu"] = Unary(&graph::Relu);
+  using F = ops::PointwiseFn;
+  t["Sigmoid"] = PointwiseLowering(F::kSigmoid);
+  t["Tanh"] = PointwiseLowering(F::kTanh);
+  t["Exp"] = PointwiseLowering(F::kExp);
+  t["Log"] = PointwiseLowering(F::kLog);
+  t["Sqrt"] = PointwiseLowering(F::kSqrt);
+  t["Reciprocal"] = PointwiseLowering(F::kReciprocal);
+  t["Abs"] = PointwiseLowering(F::kAbs);
+  t["Erf"] = PointwiseLowering(F::kErf);
+  t["LeakyRelu"] = PointwiseLowering(F::kLeakyRelu, "alpha", 0.01f);
+  t["Elu"] = PointwiseLowering(F::kElu, "alpha", 1.0f);
+  t["Softplus"] = PointwiseLowering(F::kSoftplus);
+  t["Softsign"] = PointwiseLowering(F::kSoftsign);
+  t["Pow"] = PowLowering;
   t["Identity"] = IdentityLowering;
   t["MatMul"] = MatMulLowering;
   t["Gemm"] = GemmLowering;
