@@ -4,8 +4,10 @@
 Debian's libonnx-testdata carries no large models (its real/ cases are
 download stubs) and Debian has no onnxruntime, so the large cases are made
 here: PyTorch builds the model, torch.onnx.export writes it (opset 13), and
-`tessera onnx run --repeat R --json` runs the file while PyTorch runs the
-module on the same input, in interleaved rounds with the same thread count
+`tessera onnx run --repeat R --json --engine E` runs the file (E: graph, the
+model lowered onto Tessera's operators and captured as a graph; interpreter,
+node by node) while PyTorch runs the module on the same input, in
+interleaved rounds with the same thread count
 (TESSERA_NUM_THREADS / torch.set_num_threads). Prints one JSON line per
 (model, threads): both medians, their ratio (PyTorch time / Tessera time:
 > 1 means Tessera is faster) and the largest difference between the two
@@ -16,7 +18,7 @@ Models: resnet50 (torchvision's layout, tests/python/models/torch_resnet.py,
 layers, sequence 128 — a BERT-style encoder).
 
 Usage: onnx_vs_torch.py [--models resnet50,bert] [--batch 1] [--threads 1,2]
-  [--repeat 5] [--rounds 3] [--tessera build/bin/tessera]
+  [--repeat 5] [--rounds 3] [--engines graph,interpreter] [--tessera build/bin/tessera]
 Needs Debian's python3-torch and python3-onnx (for writing the input .pb).
 """
 import argparse
@@ -74,14 +76,17 @@ def torch_median(m, x, threads, repeat):
     return statistics.median(times), y.numpy()
 
 
-def tessera_median(binary, model_path, input_name, input_pb, out_dir, threads, repeat):
+def tessera_median(binary, model_path, input_name, input_pb, out_dir, threads, repeat, engine):
     env = dict(os.environ, TESSERA_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
     r = subprocess.run([binary, "onnx", "run", model_path, "--input", f"{input_name}={input_pb}", "--repeat",
-                        str(repeat + 1), "--output-dir", out_dir, "--json"], env=env, capture_output=True, text=True)
+                        str(repeat + 1), "--output-dir", out_dir, "--json", "--engine", engine], env=env,
+                       capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"tessera onnx run failed:\n{r.stderr}")
     j = json.loads(r.stdout)
-    times = j["seconds"][1:]  # the first run warms up
+    if j["engine"] != engine:
+        raise SystemExit(f"tessera onnx run used the {j['engine']} engine, not {engine}: {j.get('engine_note')}")
+    times = j["seconds"][1:]  # the first run warms up (the graph engine also captures in two untimed calls)
     y = numpy_helper.to_array(onnx.load_tensor(j["outputs"][0]["file"]))
     return statistics.median(times), y
 
@@ -93,6 +98,8 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--engines", default="graph,interpreter",
+                    help="tessera onnx run --engine values to time (graph: the lowered model as a captured graph)")
     ap.add_argument("--tessera", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "bin",
                                                        "tessera"))
     a = ap.parse_args()
@@ -104,19 +111,26 @@ def main():
         input_pb = os.path.join(work, f"{name}_input.pb")
         with open(input_pb, "wb") as f:
             f.write(numpy_helper.from_array(x.numpy(), "input").SerializeToString())
+        engines = a.engines.split(",")
         for threads in [int(t) for t in a.threads.split(",")]:
-            ts, ps, diff = [], [], 0.0
+            ts, ps, diff = {e: [] for e in engines}, [], {e: 0.0 for e in engines}
             for _ in range(a.rounds):
-                t, y_t = tessera_median(a.tessera, path, "input", input_pb, work, threads, a.repeat)
+                ys = {}
+                for e in engines:
+                    t, ys[e] = tessera_median(a.tessera, path, "input", input_pb, work, threads, a.repeat, e)
+                    ts[e].append(t)
                 p, y_p = torch_median(m, x, threads, a.repeat)
-                ts.append(t)
                 ps.append(p)
-                diff = max(diff, float(np.max(np.abs(y_t - y_p))))
-            t, p = statistics.median(ts), statistics.median(ps)
-            print(json.dumps({"model": name, "batch": a.batch, "threads": threads, "tessera_ms": round(t * 1e3, 2),
-                              "torch_ms": round(p * 1e3, 2), "torch_over_tessera": round(p / t, 3),
-                              "max_abs_diff": diff, "tessera_rounds_ms": [round(v * 1e3, 2) for v in ts],
-                              "torch_rounds_ms": [round(v * 1e3, 2) for v in ps]}), flush=True)
+                for e in engines:  # this round's outputs against PyTorch's
+                    diff[e] = max(diff[e], float(np.max(np.abs(ys[e] - y_p))))
+            p = statistics.median(ps)
+            for e in engines:
+                t = statistics.median(ts[e])
+                print(json.dumps({"model": name, "batch": a.batch, "threads": threads, "engine": e,
+                                  "tessera_ms": round(t * 1e3, 2), "torch_ms": round(p * 1e3, 2),
+                                  "torch_over_tessera": round(p / t, 3), "max_abs_diff": diff[e],
+                                  "tessera_rounds_ms": [round(v * 1e3, 2) for v in ts[e]],
+                                  "torch_rounds_ms": [round(v * 1e3, 2) for v in ps]}), flush=True)
 
 
 if __name__ == "__main__":

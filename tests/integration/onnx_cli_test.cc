@@ -66,6 +66,7 @@ TEST(OnnxCli, RunWritesOutputsEqualToTheExpectedOnes) {
   const nlohmann::json j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j.at("outputs").size(), 1u);
   EXPECT_EQ(j.at("outputs")[0].at("shape"), nlohmann::json({1, 1, 4, 3}));
+  EXPECT_EQ(j.at("engine"), "graph");  // every node lowers: Tessera's graph engine runs it
   // The written file runs through the suite's comparison: one case
   // directory whose expected output is what `run` wrote.
   const std::string c = dir + "/case";
@@ -78,7 +79,38 @@ TEST(OnnxCli, RunWritesOutputsEqualToTheExpectedOnes) {
   ASSERT_EQ(same.exit_code, 0) << Diagnose(same);
   EXPECT_NE(same.out.find("1 passed, 0 failed, 0 skipped"), std::string::npos) << same.out;
 
-  // --repeat times the runs; --profile splits the kernel time by operator.
+  // The interpreter gives the same output (within the suite's tolerance).
+  const std::string dir2 = FreshTempDir("onnx-run-interp");
+  ProcResult ri =
+      RunCommand({TESSERA_BIN, "onnx", "run", cs + "/model.onnx", "--input", "x=" + cs + "/test_data_set_0/input_0.pb",
+                  "--input", "W=" + cs + "/test_data_set_0/input_1.pb", "--output-dir", dir2, "--json", "--engine",
+                  "interpreter"},
+                 seconds(60));
+  ASSERT_EQ(ri.exit_code, 0) << Diagnose(ri);
+  EXPECT_EQ(nlohmann::json::parse(ri.out).at("engine"), "interpreter");
+  std::filesystem::copy_file(dir2 + "/y.pb", c + "/test_data_set_0/output_0.pb",
+                             std::filesystem::copy_options::overwrite_existing);
+  ProcResult same2 = RunCommand({TESSERA_BIN, "onnx", "test", c}, seconds(60));
+  EXPECT_NE(same2.out.find("1 passed, 0 failed, 0 skipped"), std::string::npos) << same2.out;
+
+  // A model with an operator the graph engine lacks runs on the interpreter
+  // under auto (the note says why); --engine graph refuses it.
+  const std::string sin = kNodeDir + "/test_sin";
+  ProcResult fb = RunCommand(
+      {TESSERA_BIN, "onnx", "run", sin + "/model.onnx", "--input", "x=" + sin + "/test_data_set_0/input_0.pb", "--json"},
+      seconds(60));
+  ASSERT_EQ(fb.exit_code, 0) << Diagnose(fb);
+  const nlohmann::json jf = nlohmann::json::parse(fb.out);
+  EXPECT_EQ(jf.at("engine"), "interpreter");
+  EXPECT_NE(jf.at("engine_note").get<std::string>().find("(Sin)"), std::string::npos) << fb.out;
+  ProcResult refused = RunCommand({TESSERA_BIN, "onnx", "run", sin + "/model.onnx", "--input",
+                                   "x=" + sin + "/test_data_set_0/input_0.pb", "--engine", "graph"},
+                                  seconds(60));
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("no differentiable Tessera operator for Sin"), std::string::npos) << Diagnose(refused);
+
+  // --repeat times the runs; --profile splits the kernel time by operator
+  // (on the interpreter, whose nodes run one by one).
   ProcResult prof =
       RunCommand({TESSERA_BIN, "onnx", "run", cs + "/model.onnx", "--input", "x=" + cs + "/test_data_set_0/input_0.pb",
                   "--input", "W=" + cs + "/test_data_set_0/input_1.pb", "--repeat", "3", "--profile"},

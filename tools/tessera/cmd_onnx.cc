@@ -45,6 +45,7 @@ using onnx::CaseResult;
 using onnx::Value;
 
 struct RunArgs {
+  std::string engine = "auto";
   std::string model;
   std::vector<std::string> inputs;
   std::string output_dir;
@@ -203,17 +204,73 @@ Status Train(const TrainArgs& a) {
   return Status::Ok();
 }
 
+// `onnx run` on Tessera's own operators: the model lowered (onnx/trainable.h,
+// inference mode) and captured as a graph (fusion, memory plan), no grad.
+// Two untimed calls capture and check the graph; then `repeat` timed replays.
+struct LoweredRun {
+  std::vector<Value> outputs;
+  std::vector<double> seconds;
+};
+StatusOr<LoweredRun> RunLowered(const onnx::Model& model, const std::map<std::string, Value>& given, int repeat) {
+  onnx::TrainableOptions options;
+  options.training = false;
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<onnx::TrainableModel> tm, onnx::TrainableModel::Create(model, options));
+  std::vector<Tensor> inputs;
+  for (const std::string& name : tm->input_names()) {
+    auto it = given.find(name);
+    if (it == given.end() || !it->second.is_tensor()) return InvalidArgument("--input {}=FILE.pb is missing", name);
+    TESSERA_ASSIGN_OR_RETURN(Tensor t, onnx::TensorFromArray(it->second.tensor, "input '" + name + "'"));
+    inputs.push_back(t);
+  }
+  graph::NoGradGuard no_grad;
+  Status failure = Status::Ok();
+  graph::GraphFunction f("onnx", [&](const std::vector<Tensor>& in) {
+    StatusOr<std::vector<Tensor>> out = tm->Forward(in);
+    if (!out.ok()) throw std::runtime_error(out.status().ToString());
+    return *out;
+  });
+  LoweredRun run;
+  std::vector<Tensor> out;
+  try {
+    for (int i = 0; i < 2 + repeat; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      out = f(inputs);
+      if (i >= 2) run.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  } catch (const std::exception& e) {
+    return InvalidArgument("{}", e.what());
+  }
+  for (const Tensor& t : out) run.outputs.push_back(Value::Tensor(onnx::ArrayFromTensor(t)));
+  return run;
+}
+
 Status Run(const RunArgs& a) {
   TESSERA_ASSIGN_OR_RETURN(onnx::Model model, onnx::LoadModelFile(a.model));
   using ValueMap = std::map<std::string, Value>;
   TESSERA_ASSIGN_OR_RETURN(const ValueMap inputs, LoadInputs(model, a.inputs));
   if (a.repeat < 1) return InvalidArgument("--repeat {} must be >= 1", a.repeat);
+  if (a.engine != "auto" && a.engine != "interpreter" && a.engine != "graph") {
+    return InvalidArgument("--engine '{}': auto, interpreter or graph", a.engine);
+  }
+  std::vector<Value> outputs;
+  std::vector<double> seconds;
+  std::string engine = "interpreter", engine_note;
+  if (a.engine != "interpreter" && !a.profile) {
+    StatusOr<LoweredRun> lowered = RunLowered(model, inputs, a.repeat);
+    if (lowered.ok()) {
+      outputs = std::move(lowered->outputs);
+      seconds = std::move(lowered->seconds);
+      engine = "graph";
+    } else if (a.engine == "graph") {
+      return lowered.status();
+    } else {
+      engine_note = lowered.status().message();
+    }
+  }
   onnx::Interpreter interp(model);
   std::map<std::string, onnx::Interpreter::OpProfile> profile;
   if (a.profile) interp.SetProfile(&profile);
-  std::vector<Value> outputs;
-  std::vector<double> seconds;
-  for (int i = 0; i < a.repeat; ++i) {
+  for (int i = 0; engine == "interpreter" && i < a.repeat; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     TESSERA_ASSIGN_OR_RETURN(outputs, interp.Run(inputs));
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -243,17 +300,20 @@ Status Run(const RunArgs& a) {
     j.push_back(o);
   }
   if (a.json) {
-    std::printf("%s\n", nlohmann::json{{"model", a.model},
-                                       {"outputs", j},
-                                       {"seconds", seconds},
-                                       {"seconds_median", median},
-                                       {"peak_live_bytes", interp.peak_live_bytes()}}
-                            .dump(2)
-                            .c_str());
+    nlohmann::json doc{{"model", a.model},     {"outputs", j},           {"seconds", seconds},
+                       {"seconds_median", median}, {"engine", engine}};
+    if (engine == "interpreter") doc["peak_live_bytes"] = interp.peak_live_bytes();
+    if (!engine_note.empty()) doc["engine_note"] = engine_note;
+    std::printf("%s\n", doc.dump(2).c_str());
   } else if (a.repeat > 1) {
     std::printf("%d runs: median %.6f s, fastest %.6f s\n", a.repeat, median, sorted.front());
   }
-  if (!a.json) std::printf("peak live tensors: %.1f MB\n", static_cast<double>(interp.peak_live_bytes()) / 1e6);
+  if (!a.json) {
+    std::printf("engine: %s%s\n", engine.c_str(), engine_note.empty() ? "" : (" (" + engine_note + ")").c_str());
+    if (engine == "interpreter") {
+      std::printf("peak live tensors: %.1f MB\n", static_cast<double>(interp.peak_live_bytes()) / 1e6);
+    }
+  }
   if (a.profile) {
     std::vector<std::pair<double, std::string>> rows;
     double total = 0;
@@ -330,6 +390,9 @@ void RegisterOnnxCommand(CLI::App& app) {
   r->add_option("--output-dir", run->output_dir, "write each output as NAME.pb here");
   r->add_flag("--json", run->json, "print a JSON document");
   r->add_flag("--profile", run->profile, "print the kernel time per operator type (stderr)");
+  r->add_option("--engine", run->engine,
+                "auto (default: Tessera's graph engine when every node lowers, else the interpreter), graph, "
+                "or interpreter");
   r->add_option("--repeat", run->repeat,
                 "run the model this many times and report the median time (inputs loaded once)");
   r->callback([run] { ExitWith(Run(*run)); });
