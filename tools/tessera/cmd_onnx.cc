@@ -190,6 +190,8 @@ Status Train(const TrainArgs& a) {
                       {"parameters", tm->parameters().size()},
                       {"graph", a.graph},
                       {"graph_replays", captured.replays()},
+                      {"fused_layer_norms", tm->fused_layer_norms()},
+                      {"lowered_nodes", tm->lowered_nodes()},
                       {"graph_fallback", captured.fallback_reason()}};
   if (!a.save.empty()) j["saved"] = a.save;
   if (a.json) {

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "tessera/graph/tape.h"
+#include "tessera/onnx/lower/fuse_patterns.h"
 #include "tessera/onnx/lower/lower.h"
 #include "tessera/onnx/op.h"
 
@@ -131,14 +132,7 @@ bool Foldable(const Node& node) {
 
 }  // namespace
 
-bool TrainableModel::IsTrainable(const std::string& name) const {
-  for (const auto* list : {&parameters_, &buffers_}) {
-    for (const auto& [n, t] : *list) {
-      if (n == name) return true;
-    }
-  }
-  return false;
-}
+bool TrainableModel::IsTrainable(const std::string& name) const { return trainable_names_.count(name) > 0; }
 
 StatusOr<Tensor> TensorFromArray(const Array& a, const std::string& what) {
   DType dtype;
@@ -177,6 +171,16 @@ StatusOr<std::unique_ptr<TrainableModel>> TrainableModel::Create(const Model& mo
   std::unique_ptr<TrainableModel> m(new TrainableModel());
   m->model_ = model;
   m->options_ = options;
+  // Constant nodes: evaluated once.
+  for (const Node& node : m->model_.graph.nodes) {
+    if (node.op_type != "Constant") continue;
+    TESSERA_ASSIGN_OR_RETURN(Array a, ConstantValue(node));
+    if (node.outputs.size() != 1) return InvalidArgument("{}: expected one output", node.Describe());
+    m->constants_[node.outputs[0]] = a;
+    StatusOr<Tensor> t = TensorFromArray(a, node.Describe());
+    if (t.ok()) m->tensors_[node.outputs[0]] = *t;
+  }
+  if (options.fuse_layer_norm) m->fused_layer_norms_ = lower::FuseLayerNorm(m->model_.graph, m->constants_);
   const Graph& g = m->model_.graph;
   const auto& table = lower::Lowerings();
   // Classify the float initializers by how they are read.
@@ -200,11 +204,14 @@ StatusOr<std::unique_ptr<TrainableModel>> TrainableModel::Create(const Model& mo
     if (!converted.ok()) continue;  // a constant of another type: read through constant() only
     Tensor t = *converted;
     auto r = role.find(name);
-    if (r != role.end() && r->second == 1 && !options.frozen.count(name)) {
+    const bool scalar = array.numel() == 1 && !options.train_scalars;  // eps, scales: constants by default
+    if (r != role.end() && r->second == 1 && !options.frozen.count(name) && !scalar) {
       t.set_requires_grad(true);
       m->parameters_.emplace_back(name, t);
+      m->trainable_names_.insert(name);
     } else if (r != role.end() && r->second == 2) {
       m->buffers_.emplace_back(name, t);
+      m->trainable_names_.insert(name);
     }
     m->tensors_[name] = t;
   }
@@ -225,15 +232,6 @@ StatusOr<std::unique_ptr<TrainableModel>> TrainableModel::Create(const Model& mo
     }
   }
   for (const ValueInfo& out : g.outputs) m->output_names_.push_back(out.name);
-  // Constant nodes: evaluated once.
-  for (const Node& node : g.nodes) {
-    if (node.op_type != "Constant") continue;
-    TESSERA_ASSIGN_OR_RETURN(Array a, ConstantValue(node));
-    if (node.outputs.size() != 1) return InvalidArgument("{}: expected one output", node.Describe());
-    m->constants_[node.outputs[0]] = a;
-    StatusOr<Tensor> t = TensorFromArray(a, node.Describe());
-    if (t.ok()) m->tensors_[node.outputs[0]] = *t;
-  }
   // How each node runs. Static values (constants, Shape outputs, and what
   // is computed from them alone — the shape arithmetic exporters emit) are
   // folded on the interpreter's kernels; the rest must lower.

@@ -48,9 +48,15 @@ struct TrainableOptions {
   bool training = true;
   // Float initializers kept as constants (no gradient, never updated).
   std::set<std::string> frozen;
+  // One-element float initializers (an epsilon, a scale an exporter wrote
+  // as an initializer) are constants unless this is set.
+  bool train_scalars = false;
   // Graph inputs given fixed values (shape or axes tensors that an exporter
   // left as inputs): they become constants and leave input_names().
   std::map<std::string, Array> constant_inputs;
+  // Rewrites exporters' decomposed LayerNorms (ReduceMean, Sub, Pow, ...)
+  // into one LayerNormalization (onnx/lower/fuse_patterns.h).
+  bool fuse_layer_norm = true;
 };
 
 class TrainableModel {
@@ -64,13 +70,14 @@ class TrainableModel {
   // tensors Forward takes.
   const std::vector<std::string>& input_names() const { return input_names_; }
   const std::vector<std::string>& output_names() const { return output_names_; }
-  // Trainable parameters (float initializers read as data, not frozen),
-  // in initializer-name order; each requires grad.
+  // Trainable parameters (float initializers of more than one element read
+  // as data, not frozen), in initializer-name order; each requires grad.
   const std::vector<graph::NamedTensor>& parameters() const { return parameters_; }
   // BatchNormalization's running statistics (updated in training mode).
   const std::vector<graph::NamedTensor>& buffers() const { return buffers_; }
   // Nodes that run through a lowering (the rest are Constant, Shape or folded).
   int lowered_nodes() const { return static_cast<int>(std::count(steps_.begin(), steps_.end(), Step::kLower)); }
+  int fused_layer_norms() const { return fused_layer_norms_; }
   void set_training(bool training) { options_.training = training; }
   bool training() const { return options_.training; }
 
@@ -100,10 +107,12 @@ class TrainableModel {
   TrainableOptions options_;
   std::vector<std::string> input_names_, output_names_;
   std::vector<graph::NamedTensor> parameters_, buffers_;
+  std::set<std::string> trainable_names_;             // parameters and buffers
   std::map<std::string, Tensor> tensors_;             // parameters, buffers, other initializers and Constant outputs
   std::map<std::string, Array> constants_;            // Constant nodes' values
   std::vector<std::vector<std::string>> drop_after_;  // per node: values it reads last
   std::vector<Step> steps_;                           // per node: how it runs
+  int fused_layer_norms_ = 0;
 };
 
 // The ONNX operator types TrainableModel runs on computed tensors (sorted):

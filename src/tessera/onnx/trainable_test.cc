@@ -315,6 +315,61 @@ TEST(TrainableModel, ExportersShapeArithmeticIsFolded) {
   });
 }
 
+// An exporter's nine-node LayerNorm becomes one LayerNormalization with the
+// same outputs and gradients; a pattern whose intermediate is read elsewhere
+// is left alone.
+TEST(TrainableModel, DecomposedLayerNormIsFused) {
+  auto build = [](bool extra_reader) {
+    Builder b(13);
+    b.Input("x");
+    b.Weight("gamma", {6}, 1.0f);
+    b.Weight("beta", {6});
+    b.Init("two", Array::Scalar<float>(2.0f));
+    b.Init("eps", Array::Scalar<float>(1e-5f));
+    auto mean = [&](const std::string& in, const std::string& out) {
+      Builder::Ints(b.Node("ReduceMean", {in}, {out}), "axes", {-1});
+    };
+    mean("x", "m");
+    b.Node("Sub", {"x", "m"}, {"d"});
+    b.Node("Pow", {"d", "two"}, {"p"});
+    mean("p", "v");
+    b.Node("Add", {"v", "eps"}, {"e"});
+    b.Node("Sqrt", {"e"}, {"s"});
+    b.Node("Div", {"d", "s"}, {"n"});
+    b.Node("Mul", {"gamma", "n"}, {"y"});  // operands in either order
+    b.Node("Add", {"y", "beta"}, {"z"});
+    b.Output("z");
+    if (extra_reader) b.Output("v");  // an intermediate the pattern does not own
+    return b;
+  };
+  TrainableOptions plain;
+  plain.fuse_layer_norm = false;
+  auto fused = Make(build(false)), unfused = Make(build(false), plain), kept = Make(build(true));
+  EXPECT_EQ(fused->fused_layer_norms(), 1);
+  EXPECT_EQ(fused->lowered_nodes(), 1);
+  EXPECT_EQ(unfused->lowered_nodes(), 9);
+  EXPECT_EQ(kept->fused_layer_norms(), 0);
+  Tensor x = RandomInput({3, 4, 6}, 13).set_requires_grad(true);
+  std::vector<std::vector<float>> grads[2];
+  std::vector<float> outs[2];
+  int k = 0;
+  for (auto* tm : {fused.get(), unfused.get()}) {
+    x.ZeroGrad();
+    for (const auto& [n, t] : tm->parameters()) Tensor(t).ZeroGrad();
+    Tensor y = (*tm->Forward({x}))[0];
+    outs[k] = y.ToFloatVector();
+    graph::Backward(graph::testing::Project(y));
+    grads[k].push_back(x.grad().ToFloatVector());
+    for (const auto& [n, t] : tm->parameters()) grads[k].push_back(t.grad().ToFloatVector());
+    ++k;
+  }
+  for (size_t i = 0; i < outs[0].size(); ++i) EXPECT_NEAR(outs[0][i], outs[1][i], 1e-5);
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (size_t g = 0; g < grads[0].size(); ++g) {
+    for (size_t i = 0; i < grads[0][g].size(); ++i) EXPECT_NEAR(grads[0][g][i], grads[1][g][i], 1e-4) << g;
+  }
+}
+
 TEST(TrainableModel, ErrorsNameTheNode) {
   {
     Builder b;

@@ -124,7 +124,11 @@ def main():
         label = "graph" if mode else "eager"
         print(f"{args.model} {label}: tessera {j['losses'][0]:.6f} -> {j['losses'][-1]:.6f}, "
               f"torch {torch_losses[0]:.6f} -> {torch_losses[-1]:.6f}, worst relative step difference {worst:.2e}, "
-              f"{j['parameters']} parameters, graph replays {j['graph_replays']}")
+              f"{j['parameters']} parameters, graph replays {j['graph_replays']}, "
+              f"{j['fused_layer_norms']} decomposed LayerNorms fused, {j['lowered_nodes']} lowered nodes")
+        if args.model == "encoder" and j["fused_layer_norms"] != 4:  # 2 blocks x 2 LayerNorms, exported decomposed
+            ok = False
+            print("  the exported LayerNorms were not fused")
         if worst > args.rtol:
             ok = False
             for s, (a, b) in enumerate(zip(j["losses"], torch_losses)):
