@@ -7,7 +7,7 @@ BatchNorm, a BERT-style encoder), at sizes given here, are built in PyTorch,
 exported by torch.onnx.export (training mode, opset 14) and trained for
 --steps AdamW steps on one batch: by PyTorch (eager, the module itself) and
 by `tessera onnx train` on the exported file, eagerly and with --graph, in
-interleaved rounds at the same thread count. Each side's time is the wall
+interleaved rounds at the same thread count, both pinned to that many CPUs. Each side's time is the wall
 time of its training loop after the first --warmup steps (Tessera: the
 `seconds` of the JSON, minus the warm-up steps' share measured by a run of
 --warmup steps alone). Prints one JSON line per (model, threads): medians,
@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python", "models"))
 from onnx_train_parity import Cnn, Encoder, save_pb  # noqa: E402
+from onnx_vs_torch import set_affinity  # noqa: E402  (both sides pinned to the same CPUs)
 
 
 def make(name):
@@ -87,7 +88,9 @@ def main():
         save_pb(os.path.join(tmp, "input.pb"), inp.numpy())
         save_pb(os.path.join(tmp, "target.pb"), target.numpy().astype(np.int64))
         state = {k: v.clone() for k, v in model.state_dict().items()}
+        all_cpus = os.sched_getaffinity(0)
         for threads in [int(t) for t in a.threads.split(",")]:
+            set_affinity(set(sorted(all_cpus)[:threads]))
             rows = {"torch": [], "eager": [], "graph": []}
             losses = {}
             for _ in range(a.rounds):
@@ -112,6 +115,7 @@ def main():
                               "torch_over_graph": round(med["torch"] / med["graph"], 3),
                               "final_loss": {k: round(v, 6) for k, v in losses.items()},
                               "rounds_s": {k: [round(x, 4) for x in v] for k, v in rows.items()}}), flush=True)
+            set_affinity(all_cpus)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ here: PyTorch builds the model, torch.onnx.export writes it (opset 13), and
 `tessera onnx run --repeat R --json --engine E` runs the file (E: graph, the
 model lowered onto Tessera's operators and captured as a graph; interpreter,
 node by node) while PyTorch runs the module on the same input, in
-interleaved rounds with the same thread count
+interleaved rounds with the same thread count, both pinned to that many
+CPUs
 (TESSERA_NUM_THREADS / torch.set_num_threads). Prints one JSON line per
 (model, threads): both medians, their ratio (PyTorch time / Tessera time:
 > 1 means Tessera is faster) and the largest difference between the two
@@ -64,6 +65,17 @@ def make(name, batch):
     return m.eval(), x
 
 
+def set_affinity(cpus):
+    """Every thread of this process (PyTorch's pool included; tessera
+    subprocesses inherit it) runs on `cpus`: torch.set_num_threads(1) alone
+    still lets PyTorch 1.13's encoder fast path use a second core."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:
+            pass  # a thread that exited meanwhile
+
+
 def torch_median(m, x, threads, repeat):
     torch.set_num_threads(threads)
     times = []
@@ -112,7 +124,9 @@ def main():
         with open(input_pb, "wb") as f:
             f.write(numpy_helper.from_array(x.numpy(), "input").SerializeToString())
         engines = a.engines.split(",")
+        all_cpus = os.sched_getaffinity(0)
         for threads in [int(t) for t in a.threads.split(",")]:
+            set_affinity(set(sorted(all_cpus)[:threads]))
             ts, ps, diff = {e: [] for e in engines}, [], {e: 0.0 for e in engines}
             for _ in range(a.rounds):
                 ys = {}
@@ -131,6 +145,7 @@ def main():
                                   "torch_over_tessera": round(p / t, 3), "max_abs_diff": diff[e],
                                   "tessera_rounds_ms": [round(v * 1e3, 2) for v in ts[e]],
                                   "torch_rounds_ms": [round(v * 1e3, 2) for v in ps]}), flush=True)
+            set_affinity(all_cpus)
 
 
 if __name__ == "__main__":

@@ -319,7 +319,7 @@ TEST(TrainableModel, ExportersShapeArithmeticIsFolded) {
 // same outputs and gradients; a pattern whose intermediate is read elsewhere
 // is left alone.
 TEST(TrainableModel, DecomposedLayerNormIsFused) {
-  auto build = [](bool extra_reader) {
+  auto build = [](bool extra_reader, bool shared_gamma = false) {
     Builder b(13);
     b.Input("x");
     b.Weight("gamma", {6}, 1.0f);
@@ -336,7 +336,8 @@ TEST(TrainableModel, DecomposedLayerNormIsFused) {
     b.Node("Add", {"v", "eps"}, {"e"});
     b.Node("Sqrt", {"e"}, {"s"});
     b.Node("Div", {"d", "s"}, {"n"});
-    b.Node("Mul", {"gamma", "n"}, {"y"});  // operands in either order
+    if (shared_gamma) b.Node("Identity", {"gamma"}, {"gamma_shared"});     // an exporter's deduplicated initializer
+    b.Node("Mul", {shared_gamma ? "gamma_shared" : "gamma", "n"}, {"y"});  // operands in either order
     b.Node("Add", {"y", "beta"}, {"z"});
     b.Output("z");
     if (extra_reader) b.Output("v");  // an intermediate the pattern does not own
@@ -349,6 +350,7 @@ TEST(TrainableModel, DecomposedLayerNormIsFused) {
   EXPECT_EQ(fused->lowered_nodes(), 1);
   EXPECT_EQ(unfused->lowered_nodes(), 9);
   EXPECT_EQ(kept->fused_layer_norms(), 0);
+  EXPECT_EQ(Make(build(false, true))->fused_layer_norms(), 1);
   Tensor x = RandomInput({3, 4, 6}, 13).set_requires_grad(true);
   std::vector<std::vector<float>> grads[2];
   std::vector<float> outs[2];

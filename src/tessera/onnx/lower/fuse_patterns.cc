@@ -13,6 +13,9 @@ class Matcher {
       for (const std::string& in : g.nodes[i].inputs) {
         if (!in.empty()) readers_[in].push_back(i);
       }
+      if (g.nodes[i].op_type == "Identity" && g.nodes[i].inputs.size() == 1 && g.nodes[i].outputs.size() == 1) {
+        identity_of_[g.nodes[i].outputs[0]] = g.nodes[i].inputs[0];
+      }
     }
     for (const ValueInfo& out : g.outputs) graph_outputs_.insert(out.name);
   }
@@ -66,9 +69,17 @@ class Matcher {
     if (n.inputs[1] == value) return &n.inputs[0];
     return nullptr;
   }
+  // A float initializer or Constant output, possibly through Identity nodes
+  // (exporters share equal initializers that way: gamma = Identity(w)).
   bool FloatConstant(const std::string& name) const {
-    const Array* a = Constant(name);
-    return a != nullptr && a->type() == ElemType::kFloat;
+    std::string n = name;
+    for (int hops = 0; hops < 8; ++hops) {
+      if (const Array* a = Constant(n)) return a->type() == ElemType::kFloat;
+      auto it = identity_of_.find(n);
+      if (it == identity_of_.end()) return false;
+      n = it->second;
+    }
+    return false;
   }
 
  private:
@@ -76,6 +87,7 @@ class Matcher {
   const std::map<std::string, Array>& constants_;
   std::map<std::string, std::vector<size_t>> readers_;
   std::set<std::string> graph_outputs_;
+  std::map<std::string, std::string> identity_of_;  // Identity output -> its input
 };
 
 }  // namespace

@@ -10,7 +10,8 @@
 // epsilon=eps) node (one fused kernel forward and backward instead of nine
 // passes). It fires only when every intermediate is read by the pattern
 // alone (and is no graph output), the exponent and eps are constants, and
-// gamma / beta are float initializers or Constant outputs; Mul / Add
+// gamma / beta are float initializers or Constant outputs (directly or
+// through Identity nodes, as exporters share equal initializers); Mul / Add
 // operands may come in either order. The result is the same function (to
 // float rounding: the fused kernel computes mean and variance in one pass).
 #pragma once

@@ -19,7 +19,7 @@ float Forward(PointwiseFn fn, float x, float a) {
     case PointwiseFn::kReciprocal: return 1.0f / x;
     case PointwiseFn::kAbs: return std::fabs(x);
     case PointwiseFn::kErf: return std::erf(x);
-    case PointwiseFn::kPow: return std::pow(x, a);
+    case PointwiseFn::kPow: return a == 2.0f ? x * x : std::pow(x, a);  // x^2 (exported norms) without powf
     case PointwiseFn::kLeakyRelu: return x > 0 ? x : a * x;
     case PointwiseFn::kElu: return x > 0 ? x : a * std::expm1(x);
     case PointwiseFn::kSoftplus: return std::max(x, 0.0f) + std::log1p(std::exp(-std::fabs(x)));
@@ -39,7 +39,7 @@ float Derivative(PointwiseFn fn, float x, float y, float a) {
     case PointwiseFn::kReciprocal: return -y * y;
     case PointwiseFn::kAbs: return x > 0 ? 1.0f : (x < 0 ? -1.0f : 0.0f);
     case PointwiseFn::kErf: return static_cast<float>(2.0 / std::sqrt(std::numbers::pi)) * std::exp(-x * x);
-    case PointwiseFn::kPow: return a * std::pow(x, a - 1.0f);
+    case PointwiseFn::kPow: return a == 2.0f ? 2.0f * x : a * std::pow(x, a - 1.0f);
     case PointwiseFn::kLeakyRelu: return x > 0 ? 1.0f : a;
     case PointwiseFn::kElu: return x > 0 ? 1.0f : y + a;
     case PointwiseFn::kSoftplus: return 1.0f / (1.0f + std::exp(-x));
