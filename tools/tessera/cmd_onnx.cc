@@ -422,7 +422,8 @@ void RegisterOnnxCommand(CLI::App& app) {
   tr->add_option("--lr", train->lr, "AdamW learning rate (default 1e-3)");
   tr->add_option("--weight-decay", train->weight_decay, "AdamW weight decay (default 0)");
   tr->add_flag("--graph", train->graph, "capture the model as a graph (graph mode) instead of running it eagerly");
-  tr->add_flag("--eval-mode", train->eval_mode, "BatchNormalization uses its running statistics");
+  tr->add_flag("--eval-mode", train->eval_mode,
+               "BatchNormalization uses its running statistics (nodes exported with training_mode=1 excepted)");
   tr->add_option("--freeze", train->freeze, "an initializer to keep fixed (repeatable)")->take_all();
   tr->add_option("--save", train->save, "write the trained model here (.onnx; may be the input file)");
   tr->add_option("--log-every", train->log_every, "print the loss every N steps (default 10)");

@@ -43,8 +43,9 @@ namespace tessera::onnx {
 
 struct TrainableOptions {
   // Training mode: BatchNormalization normalizes with the batch's
-  // statistics and updates its running mean and variance (ONNX's
-  // training_mode); off, it uses the running statistics (inference).
+  // statistics and updates its running mean and variance; off, it uses the
+  // running statistics (inference) — except in nodes whose training_mode
+  // attribute is 1, which always use the batch's, as ONNX defines.
   bool training = true;
   // Float initializers kept as constants (no gradient, never updated).
   std::set<std::string> frozen;

@@ -97,8 +97,11 @@ Status BatchNormLowering(LowerContext& ctx) {
   if (x.dim() != 4) return ctx.Error("only a 4-D (NCHW) input is differentiable here, got {}", ShapeString(x.shape()));
   TESSERA_ASSIGN_OR_RETURN(float eps, ctx.node().Float("epsilon", 1e-5f));
   TESSERA_ASSIGN_OR_RETURN(float momentum, ctx.node().Float("momentum", 0.9f));
+  // A node exported with training_mode = 1 (opset 14+) computes with batch
+  // statistics whatever the model's mode, as ONNX defines it.
+  TESSERA_ASSIGN_OR_RETURN(int64_t training_mode, ctx.node().Int("training_mode", 0));
   ops::BatchNormOptions o;
-  o.training = ctx.training();
+  o.training = ctx.training() || training_mode != 0;
   o.eps = eps;
   o.momentum = 1.0f - momentum;
   o.unbiased_running_var = false;  // ONNX's running variance follows the biased batch variance
