@@ -52,7 +52,7 @@ Tensor Relu(const Tensor& x);
 Tensor SwiGlu(const Tensor& gate, const Tensor& up);  // silu(gate) * up
 // Unary math with its derivative: Sigmoid, Tanh, Exp, Log, Sqrt, Erf, x^alpha, ...
 // (ops/pointwise/pointwise.h; used by imported ONNX models).
-Tensor Pointwise(ops::PointwiseFn fn, const Tensor& x, float alpha = 0.0f);
+Tensor Pointwise(ops::PointwiseFn fn, const Tensor& x, float alpha = 0.0f, float beta = 0.0f);
 // Identity unless `training` and p > 0. The mask is a function of
 // (seed, offset + element index) only (see ops/dropout/dropout.h).
 Tensor Dropout(const Tensor& x, float p, bool training, uint64_t seed, uint64_t offset = 0);

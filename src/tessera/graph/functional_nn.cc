@@ -96,12 +96,13 @@ Tensor Relu(const Tensor& x) {
       [](const Tensor& g, const Tensor& t) { return ops::ReluBackward(g, t); });
 }
 
-Tensor Pointwise(ops::PointwiseFn fn, const Tensor& x, float alpha) {
+Tensor Pointwise(ops::PointwiseFn fn, const Tensor& x, float alpha, float beta) {
   return Apply1(
-      {ops::PointwiseFnName(fn).data(), OpKind::kElementwise, fmt::format("alpha={}", alpha), kSaveAll, SaveBit(0)},
-      {x}, [fn, alpha](const Ins& in) { return Ins{ops::Pointwise(fn, in[0], alpha)}; },
-      [fn, alpha](const Grads& g, const Ins& in, const Ins& out, const Needs&) {
-        return Grads{ops::PointwiseBackward(fn, g[0], in[0], out[0], alpha)};
+      {ops::PointwiseFnName(fn).data(), OpKind::kElementwise, fmt::format("alpha={} beta={}", alpha, beta), kSaveAll,
+       SaveBit(0)},
+      {x}, [fn, alpha, beta](const Ins& in) { return Ins{ops::Pointwise(fn, in[0], alpha, beta)}; },
+      [fn, alpha, beta](const Grads& g, const Ins& in, const Ins& out, const Needs&) {
+        return Grads{ops::PointwiseBackward(fn, g[0], in[0], out[0], alpha, beta)};
       });
 }
 

@@ -82,7 +82,8 @@ bool IsConstantInput(const std::string& op, size_t i) {
   }
   if (op == "Slice") return i >= 1;
   if (op == "Dropout") return i >= 1;
-  if (op == "Pow") return i == 1;
+  if (op == "Pow" || op == "Expand") return i == 1;
+  if (op == "Clip") return i >= 1;
   return false;
 }
 

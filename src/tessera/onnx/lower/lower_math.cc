@@ -1,5 +1,6 @@
 // Lowerings of arithmetic, activations and unary math, MatMul / Gemm,
 // softmax and reductions onto graph:: functions (onnx/lower/lower.h).
+#include <limits>
 #include <numeric>
 
 #include "tessera/graph/functional.h"
@@ -46,6 +47,33 @@ Status PowLowering(LowerContext& ctx) {
   TESSERA_ASSIGN_OR_RETURN(Array e, ctx.constant(1));
   if (e.numel() != 1) return ctx.Error("the exponent must be one constant number, got shape {}", e.ShapeString());
   ctx.set_output(0, graph::Pointwise(ops::PointwiseFn::kPow, x, static_cast<float>(e.GetDouble(0))));
+  return Status::Ok();
+}
+
+// Clip: bounds from attributes before opset 11, optional constant inputs after.
+Status ClipLowering(LowerContext& ctx) {
+  TESSERA_ASSIGN_OR_RETURN(Tensor x, ctx.float_tensor(0));
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+  if (ctx.opset() < 11) {
+    TESSERA_ASSIGN_OR_RETURN(lo, ctx.node().Float("min", lo));
+    TESSERA_ASSIGN_OR_RETURN(hi, ctx.node().Float("max", hi));
+  } else {
+    for (size_t i : {size_t{1}, size_t{2}}) {
+      if (!ctx.has_input(i)) continue;
+      TESSERA_ASSIGN_OR_RETURN(Array b, ctx.constant(i));
+      if (b.numel() != 1) return ctx.Error("Clip bounds must be scalars, got shape {}", b.ShapeString());
+      (i == 1 ? lo : hi) = static_cast<float>(b.GetDouble(0));
+    }
+  }
+  ctx.set_output(0, graph::Pointwise(ops::PointwiseFn::kClip, x, lo, hi));
+  return Status::Ok();
+}
+
+Status HardSigmoidLowering(LowerContext& ctx) {
+  TESSERA_ASSIGN_OR_RETURN(Tensor x, ctx.float_tensor(0));
+  TESSERA_ASSIGN_OR_RETURN(float alpha, ctx.node().Float("alpha", 0.2f));
+  TESSERA_ASSIGN_OR_RETURN(float beta, ctx.node().Float("beta", 0.5f));
+  ctx.set_output(0, graph::Pointwise(ops::PointwiseFn::kHardSigmoid, x, alpha, beta));
   return Status::Ok();
 }
 
@@ -195,6 +223,9 @@ void AddMathLowerings(LoweringTable& t) {
   t["Softplus"] = PointwiseLowering(F::kSoftplus);
   t["Softsign"] = PointwiseLowering(F::kSoftsign);
   t["Pow"] = PowLowering;
+  t["Clip"] = ClipLowering;
+  t["HardSigmoid"] = HardSigmoidLowering;
+  t["HardSwish"] = PointwiseLowering(F::kHardSwish);
   t["Identity"] = IdentityLowering;
   t["MatMul"] = MatMulLowering;
   t["Gemm"] = GemmLowering;

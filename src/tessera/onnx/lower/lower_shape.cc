@@ -232,6 +232,25 @@ Status GatherLowering(LowerContext& ctx) {
   return Status::Ok();
 }
 
+// Expand: x broadcast (numpy rules, both ways) to a constant shape, as
+// x + zeros(shape), whose backward sums the gradient back to x's shape.
+Status ExpandLowering(LowerContext& ctx) {
+  TESSERA_ASSIGN_OR_RETURN(Tensor x, ctx.float_tensor(0));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ctx.ints(1));
+  const int64_t xd = x.dim(), sd = static_cast<int64_t>(shape.size()), rank = std::max(xd, sd);
+  Shape out(static_cast<size_t>(rank), 1);
+  for (int64_t i = 0; i < rank; ++i) {
+    const int64_t a = i >= rank - xd ? x.size(static_cast<int>(i - (rank - xd))) : 1;
+    const int64_t b = i >= rank - sd ? shape[static_cast<size_t>(i - (rank - sd))] : 1;
+    if (a != b && a != 1 && b != 1) {
+      return ctx.Error("cannot expand {} to {}", ShapeString(x.shape()), ShapeString(shape));
+    }
+    out[static_cast<size_t>(i)] = a == 1 ? b : a;
+  }
+  ctx.set_output(0, out == x.shape() ? x : graph::Add(x, Tensor::Zeros(out)));
+  return Status::Ok();
+}
+
 Status CastLowering(LowerContext& ctx) {  // only float -> float (what a float graph holds)
   TESSERA_ASSIGN_OR_RETURN(Tensor x, ctx.float_tensor(0));
   TESSERA_ASSIGN_OR_RETURN(int64_t to, ctx.node().Int("to", 0));
@@ -255,6 +274,7 @@ void AddShapeLowerings(LoweringTable& t) {
   t["Slice"] = SliceLowering;
   t["Gather"] = GatherLowering;
   t["Cast"] = CastLowering;
+  t["Expand"] = ExpandLowering;
 }
 
 }  // namespace tessera::onnx::lower

@@ -9,7 +9,7 @@
 namespace tessera::ops {
 namespace {
 
-float Forward(PointwiseFn fn, float x, float a) {
+float Forward(PointwiseFn fn, float x, float a, float b) {
   switch (fn) {
     case PointwiseFn::kSigmoid: return 1.0f / (1.0f + std::exp(-x));
     case PointwiseFn::kTanh: return std::tanh(x);
@@ -24,12 +24,15 @@ float Forward(PointwiseFn fn, float x, float a) {
     case PointwiseFn::kElu: return x > 0 ? x : a * std::expm1(x);
     case PointwiseFn::kSoftplus: return std::max(x, 0.0f) + std::log1p(std::exp(-std::fabs(x)));
     case PointwiseFn::kSoftsign: return x / (1.0f + std::fabs(x));
+    case PointwiseFn::kClip: return std::min(std::max(x, a), b);
+    case PointwiseFn::kHardSigmoid: return std::max(0.0f, std::min(1.0f, a * x + b));
+    case PointwiseFn::kHardSwish: return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f));
   }
   return 0.0f;
 }
 
 // d f / d x at x (with y = f(x)).
-float Derivative(PointwiseFn fn, float x, float y, float a) {
+float Derivative(PointwiseFn fn, float x, float y, float a, float b) {
   switch (fn) {
     case PointwiseFn::kSigmoid: return y * (1.0f - y);
     case PointwiseFn::kTanh: return 1.0f - y * y;
@@ -47,6 +50,12 @@ float Derivative(PointwiseFn fn, float x, float y, float a) {
       const float d = 1.0f + std::fabs(x);
       return 1.0f / (d * d);
     }
+    case PointwiseFn::kClip: return x >= a && x <= b ? 1.0f : 0.0f;
+    case PointwiseFn::kHardSigmoid: {
+      const float v = a * x + b;
+      return v > 0.0f && v < 1.0f ? a : 0.0f;
+    }
+    case PointwiseFn::kHardSwish: return x < -3.0f ? 0.0f : (x > 3.0f ? 1.0f : x / 3.0f + 0.5f);
   }
   return 0.0f;
 }
@@ -81,23 +90,27 @@ std::string_view PointwiseFnName(PointwiseFn fn) {
     case PointwiseFn::kElu: return "Elu";
     case PointwiseFn::kSoftplus: return "Softplus";
     case PointwiseFn::kSoftsign: return "Softsign";
+    case PointwiseFn::kClip: return "Clip";
+    case PointwiseFn::kHardSigmoid: return "HardSigmoid";
+    case PointwiseFn::kHardSwish: return "HardSwish";
   }
   return "?";
 }
 
-Tensor Pointwise(PointwiseFn fn, const Tensor& x_in, float alpha) {
+Tensor Pointwise(PointwiseFn fn, const Tensor& x_in, float alpha, float beta) {
   CheckFloating(PointwiseFnName(fn), "x", x_in);
   const Tensor x = x_in.Contiguous().To(DType::kF32);
   Tensor y = Tensor::Empty(x.shape(), DType::kF32);
   const float* px = x.data<float>();
   float* py = y.data<float>();
   Chunked(x.numel(), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) py[i] = Forward(fn, px[i], alpha);
+    for (int64_t i = b; i < e; ++i) py[i] = Forward(fn, px[i], alpha, beta);
   });
   return x_in.dtype() == DType::kF32 ? y : y.To(x_in.dtype());
 }
 
-Tensor PointwiseBackward(PointwiseFn fn, const Tensor& grad_out, const Tensor& x_in, const Tensor& y_in, float alpha) {
+Tensor PointwiseBackward(PointwiseFn fn, const Tensor& grad_out, const Tensor& x_in, const Tensor& y_in, float alpha,
+                         float beta) {
   const std::string op = fmt::format("{}Backward", PointwiseFnName(fn));
   CheckFloating(op, "grad_out", grad_out);
   CheckFloating(op, "x", x_in);
@@ -111,7 +124,7 @@ Tensor PointwiseBackward(PointwiseFn fn, const Tensor& grad_out, const Tensor& x
   const float *pg = g.data<float>(), *px = x.data<float>(), *py = y.data<float>();
   float* pd = dx.data<float>();
   Chunked(x.numel(), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) pd[i] = pg[i] * Derivative(fn, px[i], py[i], alpha);
+    for (int64_t i = b; i < e; ++i) pd[i] = pg[i] * Derivative(fn, px[i], py[i], alpha, beta);
   });
   return x_in.dtype() == DType::kF32 ? dx : dx.To(x_in.dtype());
 }

@@ -18,24 +18,30 @@
 namespace tessera::ops {
 
 enum class PointwiseFn {
-  kSigmoid,     // 1 / (1 + e^-x)
-  kTanh,        //
-  kExp,         //
-  kLog,         //
-  kSqrt,        //
-  kReciprocal,  // 1 / x
-  kAbs,         // derivative sign(x) (0 at 0)
-  kErf,         //
-  kPow,         // x^alpha (alpha a constant)
-  kLeakyRelu,   // x > 0 ? x : alpha·x
-  kElu,         // x > 0 ? x : alpha·(e^x − 1)
-  kSoftplus,    // log(1 + e^x), computed without overflow
-  kSoftsign,    // x / (1 + |x|)
+  kSigmoid,      // 1 / (1 + e^-x)
+  kTanh,         //
+  kExp,          //
+  kLog,          //
+  kSqrt,         //
+  kReciprocal,   // 1 / x
+  kAbs,          // derivative sign(x) (0 at 0)
+  kErf,          //
+  kPow,          // x^alpha (alpha a constant)
+  kLeakyRelu,    // x > 0 ? x : alpha·x
+  kElu,          // x > 0 ? x : alpha·(e^x − 1)
+  kSoftplus,     // log(1 + e^x), computed without overflow
+  kSoftsign,     // x / (1 + |x|)
+  kClip,         // min(max(x, alpha), beta); derivative 1 on [alpha, beta]
+  kHardSigmoid,  // max(0, min(1, alpha·x + beta))
+  kHardSwish,    // x · max(0, min(1, x / 6 + 1/2))
 };
 
 std::string_view PointwiseFnName(PointwiseFn fn);  // "Sigmoid", ...
 
-Tensor Pointwise(PointwiseFn fn, const Tensor& x, float alpha = 0.0f);
-Tensor PointwiseBackward(PointwiseFn fn, const Tensor& grad_out, const Tensor& x, const Tensor& y, float alpha = 0.0f);
+// alpha, beta: the function's constants where it has them (Pow's exponent,
+// LeakyRelu's / Elu's slope, Clip's bounds, HardSigmoid's slope and offset).
+Tensor Pointwise(PointwiseFn fn, const Tensor& x, float alpha = 0.0f, float beta = 0.0f);
+Tensor PointwiseBackward(PointwiseFn fn, const Tensor& grad_out, const Tensor& x, const Tensor& y, float alpha = 0.0f,
+                         float beta = 0.0f);
 
 }  // namespace tessera::ops

@@ -21,6 +21,7 @@ struct Case {
   float alpha;
   double lo, hi;  // the domain sampled
   std::function<double(double)> f;
+  float beta = 0.0f;
 };
 
 std::vector<Case> Cases() {
@@ -40,6 +41,10 @@ std::vector<Case> Cases() {
       {PointwiseFn::kElu, 0.7f, -3, 3, [](double x) { return x > 0 ? x : 0.7 * std::expm1(x); }},
       {PointwiseFn::kSoftplus, 0, -8, 8, [](double x) { return std::log1p(std::exp(x)); }},
       {PointwiseFn::kSoftsign, 0, -5, 5, [](double x) { return x / (1 + std::fabs(x)); }},
+      {PointwiseFn::kClip, -1.0f, -3, 3, [](double x) { return std::min(std::max(x, -1.0), 2.0); }, 2.0f},
+      {PointwiseFn::kHardSigmoid, 0.2f, -4, 4, [](double x) { return std::max(0.0, std::min(1.0, 0.2 * x + 0.5)); },
+       0.5f},
+      {PointwiseFn::kHardSwish, 0, -5, 5, [](double x) { return x * std::max(0.0, std::min(1.0, x / 6 + 0.5)); }},
   };
 }
 
@@ -56,10 +61,10 @@ TEST(Pointwise, ValuesAndDerivativesMatchTheFormulas) {
   for (const Case& c : Cases()) {
     const std::vector<float> xs = Grid(c.lo, c.hi, 97);
     const Tensor x = Tensor::FromVector(xs, {97});
-    const Tensor y = Pointwise(c.fn, x, c.alpha);
+    const Tensor y = Pointwise(c.fn, x, c.alpha, c.beta);
     const Tensor g = Tensor::FromVector(std::vector<float>(97, 1.5f), {97});
     const std::vector<float> ys = y.ToFloatVector();
-    const std::vector<float> ds = PointwiseBackward(c.fn, g, x, y, c.alpha).ToFloatVector();
+    const std::vector<float> ds = PointwiseBackward(c.fn, g, x, y, c.alpha, c.beta).ToFloatVector();
     for (size_t i = 0; i < xs.size(); ++i) {
       const double want = c.f(xs[i]);
       EXPECT_NEAR(ys[i], want, 2e-6 + 2e-6 * std::fabs(want)) << PointwiseFnName(c.fn) << " at " << xs[i];
