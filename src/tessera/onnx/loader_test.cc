@@ -9,11 +9,13 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include "tessera/graph/tape.h"
 #include "tessera/onnx/backend_suite.h"
 #include "tessera/onnx/interpreter.h"
 #include "tessera/onnx/model_loader.h"
-#include "tessera/onnx/test_model.h"
 #include "tessera/onnx/tensor_proto.h"
+#include "tessera/onnx/test_model.h"
+#include "tessera/onnx/trainable.h"
 
 namespace tessera::onnx {
 namespace {
@@ -103,14 +105,16 @@ TEST(ModelLoader, UndefinedNodeInputIsAnError) {
 
 // Mutated copies of real models — truncated at every few bytes, bytes
 // flipped at random — load as a model or fail with a Status; those that
-// load run (or fail) on their test inputs without crashing.
+// load run (or fail) on their test inputs without crashing, on the
+// interpreter and through TrainableModel's lowering.
 TEST(ModelLoader, FuzzedModelsNeverCrash) {
   ASSERT_TRUE(std::filesystem::exists(kNodeDir))
       << kNodeDir << " is missing: scripts/install-deps.sh installs libonnx-testdata";
   std::mt19937_64 rng(7);
-  int loaded = 0, rejected = 0;
+  int loaded = 0, rejected = 0, lowered = 0;
   for (const char* name : {"test_abs", "test_add_bcast", "test_conv_with_strides_padding", "test_if", "test_loop11",
-                           "test_gather_0", "test_reshape_negative_dim"}) {
+                           "test_gather_0", "test_reshape_negative_dim", "test_batchnorm_example",
+                           "test_layer_normalization_default_axis", "test_softmax_axis_1"}) {
     const std::string dir = std::string(kNodeDir) + "/" + name;
     const std::string bytes = Slurp(dir + "/model.onnx");
     ASSERT_FALSE(bytes.empty()) << dir;
@@ -140,12 +144,30 @@ TEST(ModelLoader, FuzzedModelsNeverCrash) {
       }
       Interpreter interp(*m);
       (void)interp.Run(inputs);
+      // And through the lowering onto Tessera's operators (onnx run's graph
+      // engine, onnx train): a Status or a result, never a crash.
+      TrainableOptions o;
+      o.training = false;
+      StatusOr<std::unique_ptr<TrainableModel>> tm = TrainableModel::Create(*m, o);
+      if (!tm.ok()) continue;
+      std::vector<Tensor> ts;
+      for (const std::string& in : (*tm)->input_names()) {
+        auto it = inputs.find(in);
+        StatusOr<Tensor> t = it != inputs.end() && it->second.is_tensor() ? TensorFromArray(it->second.tensor, in)
+                                                                          : StatusOr<Tensor>(InvalidArgument("none"));
+        if (t.ok()) ts.push_back(*t);
+      }
+      graph::NoGradGuard no_grad;
+      (void)(*tm)->Forward(ts);
+      ++lowered;
     }
   }
   // Both outcomes happen (the mutations reach past the protobuf framing).
   EXPECT_GT(rejected, 100) << loaded << " loaded";
   EXPECT_GT(loaded, 100) << rejected << " rejected";
-  std::printf("fuzzed models: %d loaded (and ran), %d rejected\n", loaded, rejected);
+  EXPECT_GT(lowered, 100);
+  std::printf("fuzzed models: %d loaded (and ran), %d of them also through the lowering, %d rejected\n", loaded,
+              lowered, rejected);
 }
 
 TEST(BackendRunner, ComparesWithOnnxTolerances) {

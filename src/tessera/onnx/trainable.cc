@@ -181,7 +181,13 @@ StatusOr<std::unique_ptr<TrainableModel>> TrainableModel::Create(const Model& mo
     StatusOr<Tensor> t = TensorFromArray(a, node.Describe());
     if (t.ok()) m->tensors_[node.outputs[0]] = *t;
   }
-  if (options.fuse_layer_norm) m->fused_layer_norms_ = lower::FuseLayerNorm(m->model_.graph, m->constants_);
+  if (options.fuse_layer_norm) {
+    try {
+      m->fused_layer_norms_ = lower::FuseLayerNorm(m->model_.graph, m->constants_);
+    } catch (const std::exception& e) {  // a malformed node (e.g. without outputs)
+      return InvalidArgument("LayerNorm fusion: {}", e.what());
+    }
+  }
   const Graph& g = m->model_.graph;
   const auto& table = lower::Lowerings();
   // Classify the float initializers by how they are read.
