@@ -81,11 +81,10 @@ TEST(OnnxCli, RunWritesOutputsEqualToTheExpectedOnes) {
 
   // The interpreter gives the same output (within the suite's tolerance).
   const std::string dir2 = FreshTempDir("onnx-run-interp");
-  ProcResult ri =
-      RunCommand({TESSERA_BIN, "onnx", "run", cs + "/model.onnx", "--input", "x=" + cs + "/test_data_set_0/input_0.pb",
-                  "--input", "W=" + cs + "/test_data_set_0/input_1.pb", "--output-dir", dir2, "--json", "--engine",
-                  "interpreter"},
-                 seconds(60));
+  ProcResult ri = RunCommand(
+      {TESSERA_BIN, "onnx", "run", cs + "/model.onnx", "--input", "x=" + cs + "/test_data_set_0/input_0.pb", "--input",
+       "W=" + cs + "/test_data_set_0/input_1.pb", "--output-dir", dir2, "--json", "--engine", "interpreter"},
+      seconds(60));
   ASSERT_EQ(ri.exit_code, 0) << Diagnose(ri);
   EXPECT_EQ(nlohmann::json::parse(ri.out).at("engine"), "interpreter");
   std::filesystem::copy_file(dir2 + "/y.pb", c + "/test_data_set_0/output_0.pb",
@@ -96,9 +95,9 @@ TEST(OnnxCli, RunWritesOutputsEqualToTheExpectedOnes) {
   // A model with an operator the graph engine lacks runs on the interpreter
   // under auto (the note says why); --engine graph refuses it.
   const std::string sin = kNodeDir + "/test_sin";
-  ProcResult fb = RunCommand(
-      {TESSERA_BIN, "onnx", "run", sin + "/model.onnx", "--input", "x=" + sin + "/test_data_set_0/input_0.pb", "--json"},
-      seconds(60));
+  ProcResult fb = RunCommand({TESSERA_BIN, "onnx", "run", sin + "/model.onnx", "--input",
+                              "x=" + sin + "/test_data_set_0/input_0.pb", "--json"},
+                             seconds(60));
   ASSERT_EQ(fb.exit_code, 0) << Diagnose(fb);
   const nlohmann::json jf = nlohmann::json::parse(fb.out);
   EXPECT_EQ(jf.at("engine"), "interpreter");
@@ -200,7 +199,7 @@ TEST(OnnxCli, TrainFineTunesAndSavesAModel) {
   ASSERT_EQ(r.exit_code, 0) << Diagnose(r);
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_LT(j.at("final_loss").get<double>(), j.at("first_loss").get<double>() / 100) << r.out;
-  EXPECT_EQ(j.at("parameters").get<int>(), 2);  // weight and bias
+  EXPECT_EQ(j.at("parameters").get<int>(), 2);               // weight and bias
   EXPECT_EQ(j.at("graph_replays").get<int>(), 58) << r.out;  // calls 3..60 replay the captured graph
   EXPECT_EQ(j.at("graph_fallback").get<std::string>(), "");
   ProcResult run = RunCommand({TESSERA_BIN, "onnx", "run", saved, "--input", input, "--output-dir", dir}, seconds(60));
@@ -209,6 +208,32 @@ TEST(OnnxCli, TrainFineTunesAndSavesAModel) {
   ASSERT_GE(out.size(), 128u);
   const float* y = reinterpret_cast<const float*>(out.data() + out.size() - 128);  // raw_data ends the message
   for (int i = 0; i < 32; ++i) EXPECT_NEAR(y[i], 0.5f, 0.05f) << i;
+
+  // --data: batches in ONNX's test-data layout, cycled (two different inputs, each with its target).
+  for (int b = 0; b < 2; ++b) {
+    const std::string bd = dir + "/data/test_data_set_" + std::to_string(b);
+    std::filesystem::create_directories(bd);
+    std::vector<float> x(40);
+    for (int i = 0; i < 40; ++i) x[static_cast<size_t>(i)] = static_cast<float>(((i * 7 + b * 3) % 11) - 5) / 5.0f;
+    std::ofstream(bd + "/input_0.pb", std::ios::binary) << FloatTensorProto({4, 10}, x);
+    std::ofstream(bd + "/output_0.pb", std::ios::binary) << FloatTensorProto({4, 8}, std::vector<float>(32, 0.5f));
+  }
+  ProcResult rd = RunCommand({TESSERA_BIN, "onnx", "train", cs + "/model.onnx", "--data", dir + "/data", "--steps",
+                              "80", "--lr", "0.05", "--graph", "--json"},
+                             seconds(120));
+  ASSERT_EQ(rd.exit_code, 0) << Diagnose(rd);
+  const nlohmann::json jd = nlohmann::json::parse(rd.out);
+  EXPECT_EQ(jd.at("batches").get<int>(), 2);
+  const auto& ld = jd.at("losses");
+  // Both batches' losses fall (steps 1, 3, ... are batch 0; 2, 4, ... batch 1).
+  EXPECT_LT(ld[78].get<double>(), ld[0].get<double>() / 10) << rd.out;
+  EXPECT_LT(ld[79].get<double>(), ld[1].get<double>() / 10) << rd.out;
+  EXPECT_EQ(jd.at("graph_replays").get<int>(), 78);  // one signature: both batches have one shape
+  ProcResult both = RunCommand(
+      {TESSERA_BIN, "onnx", "train", cs + "/model.onnx", "--data", dir + "/data", "--target", dir + "/target.pb"},
+      seconds(60));
+  EXPECT_NE(both.exit_code, 0);
+  EXPECT_NE(both.err.find("--data replaces --input and --target"), std::string::npos) << Diagnose(both);
 
   ProcResult bad = RunCommand({TESSERA_BIN, "onnx", "train", kNodeDir + "/test_sin/model.onnx", "--input",
                                "x=" + kNodeDir + "/test_sin/test_data_set_0/input_0.pb", "--target",

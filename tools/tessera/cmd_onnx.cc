@@ -9,9 +9,10 @@
 //       prints one line per case and the final "N passed, M failed, K skipped"
 //       (an unsupported operator is a failure). Exit code 0 however many fail:
 //       the suite is a measurement; `--min-pass N` makes fewer passes an error.
-//   train MODEL.onnx --input NAME=FILE.pb ... --target FILE.pb [--loss mse|cross-entropy]
+//   train MODEL.onnx (--input NAME=FILE.pb ... --target FILE.pb | --data DIR) [--loss mse|cross-entropy]
 //       [--steps N] [--lr F] [--graph] [--freeze NAME]... [--save OUT.onnx] [--json]
-//       fine-tunes the model's float initializers on one batch with AdamW,
+//       fine-tunes the model's float initializers on one batch, or on the
+//       batches of DIR in turn, with AdamW,
 //       the model lowered onto Tessera's differentiable operators
 //       (onnx/trainable.h), eagerly or in graph mode; --save writes the
 //       trained model.
@@ -58,6 +59,7 @@ struct TrainArgs {
   std::string model;
   std::vector<std::string> inputs;
   std::string target;
+  std::string data;
   std::string loss = "mse";
   int steps = 100;
   double lr = 1e-3;
@@ -114,8 +116,70 @@ StatusOr<std::map<std::string, Value>> LoadInputs(const onnx::Model& model, cons
   return inputs;
 }
 
-// Fine-tunes the model's float initializers on one batch (the inputs) toward
-// --target with AdamW: the model lowered onto Tessera's differentiable
+// One training batch: the model's inputs (input_names() order) and the target.
+struct TrainBatch {
+  std::vector<Tensor> inputs;
+  Tensor target;
+};
+
+// --input / --target: one batch. --data DIR: one batch per subfolder of DIR
+// holding input_0.pb (ONNX's test-data layout: input_K.pb bound to the
+// model's K-th input, output_0.pb the target), in name order.
+StatusOr<std::vector<TrainBatch>> LoadBatches(const TrainArgs& a, const onnx::Model& model,
+                                              const onnx::TrainableModel& tm,
+                                              const std::map<std::string, Value>& given) {
+  auto info_of = [&](const std::string& name) {
+    onnx::ValueInfo info;
+    for (const onnx::ValueInfo& v : model.graph.inputs) {
+      if (v.name == name) info = v;
+    }
+    return info;
+  };
+  auto target_of = [](const std::string& path) -> StatusOr<Tensor> {
+    TESSERA_ASSIGN_OR_RETURN(const Value v, onnx::LoadTensorFile(path));
+    return onnx::TensorFromArray(v.tensor, "target " + path);
+  };
+  std::vector<TrainBatch> batches;
+  if (a.data.empty()) {
+    if (a.target.empty()) return InvalidArgument("give --target FILE.pb (with --input), or --data DIR");
+    TrainBatch b;
+    for (const std::string& name : tm.input_names()) {
+      auto it = given.find(name);
+      if (it == given.end() || !it->second.is_tensor()) return InvalidArgument("--input {}=FILE.pb is missing", name);
+      TESSERA_ASSIGN_OR_RETURN(Tensor t, onnx::TensorFromArray(it->second.tensor, "input '" + name + "'"));
+      b.inputs.push_back(t);
+    }
+    TESSERA_ASSIGN_OR_RETURN(b.target, target_of(a.target));
+    batches.push_back(std::move(b));
+    return batches;
+  }
+  if (!a.inputs.empty() || !a.target.empty()) return InvalidArgument("--data replaces --input and --target");
+  std::vector<std::filesystem::path> dirs;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(a.data, ec)) {
+    if (e.is_directory() && std::filesystem::exists(e.path() / "input_0.pb")) dirs.push_back(e.path());
+  }
+  if (ec) return IoError("--data {}: {}", a.data, ec.message());
+  if (dirs.empty()) return InvalidArgument("--data {}: no subfolder holds input_0.pb", a.data);
+  std::sort(dirs.begin(), dirs.end());
+  for (const auto& dir : dirs) {
+    TrainBatch b;
+    const std::vector<std::string>& names = tm.input_names();
+    for (size_t k = 0; k < names.size(); ++k) {
+      const std::string file = (dir / fmt::format("input_{}.pb", k)).string();
+      TESSERA_ASSIGN_OR_RETURN(const Value v, onnx::LoadValueFile(file, info_of(names[k])));
+      if (!v.is_tensor()) return InvalidArgument("{}: not a tensor", file);
+      TESSERA_ASSIGN_OR_RETURN(Tensor t, onnx::TensorFromArray(v.tensor, file));
+      b.inputs.push_back(t);
+    }
+    TESSERA_ASSIGN_OR_RETURN(b.target, target_of((dir / "output_0.pb").string()));
+    batches.push_back(std::move(b));
+  }
+  return batches;
+}
+
+// Fine-tunes the model's float initializers on its batches (cycled) toward
+// their targets with AdamW: the model lowered onto Tessera's differentiable
 // operators (onnx/trainable.h), eagerly or captured as a graph.
 Status Train(const TrainArgs& a) {
   TESSERA_ASSIGN_OR_RETURN(onnx::Model model, onnx::LoadModelFile(a.model));
@@ -127,15 +191,7 @@ Status Train(const TrainArgs& a) {
   options.training = !a.eval_mode;
   options.frozen.insert(a.freeze.begin(), a.freeze.end());
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<onnx::TrainableModel> tm, onnx::TrainableModel::Create(model, options));
-  std::vector<Tensor> inputs;
-  for (const std::string& name : tm->input_names()) {
-    auto it = given.find(name);
-    if (it == given.end() || !it->second.is_tensor()) return InvalidArgument("--input {}=FILE.pb is missing", name);
-    TESSERA_ASSIGN_OR_RETURN(Tensor t, onnx::TensorFromArray(it->second.tensor, "input '" + name + "'"));
-    inputs.push_back(t);
-  }
-  TESSERA_ASSIGN_OR_RETURN(const Value target_value, onnx::LoadTensorFile(a.target));
-  TESSERA_ASSIGN_OR_RETURN(const Tensor target, onnx::TensorFromArray(target_value.tensor, "--target " + a.target));
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<TrainBatch> batches, LoadBatches(a, model, *tm, given));
   if (tm->parameters().empty()) return InvalidArgument("{} has no trainable float initializer", a.model);
   optim::AdamWOptions o;
   o.lr = a.lr;
@@ -146,11 +202,11 @@ Status Train(const TrainArgs& a) {
     if (!out.ok()) throw std::runtime_error(out.status().ToString());
     return *out;
   });
-  auto loss_of = [&](const Tensor& y) -> Tensor {
+  auto loss_of = [&](const Tensor& y, const Tensor& target) -> Tensor {
     if (a.loss == "cross-entropy") return graph::CrossEntropy(y, target);
     if (y.shape() != target.shape()) {
-      throw std::runtime_error(fmt::format("--target has shape {}, the output {}", ShapeString(target.shape()),
-                                           ShapeString(y.shape())));
+      throw std::runtime_error(
+          fmt::format("--target has shape {}, the output {}", ShapeString(target.shape()), ShapeString(y.shape())));
     }
     const Tensor d = graph::Sub(y, target);
     return graph::Mean(graph::Mul(d, d));
@@ -161,12 +217,13 @@ Status Train(const TrainArgs& a) {
     for (int step = 1; step <= a.steps; ++step) {
       for (const auto& [name, p] : tm->parameters()) Tensor(p).ZeroGrad();
       std::vector<Tensor> out;
+      const TrainBatch& batch = batches[static_cast<size_t>(step - 1) % batches.size()];
       if (a.graph) {
-        out = captured(inputs);
+        out = captured(batch.inputs);
       } else {
-        TESSERA_ASSIGN_OR_RETURN(out, tm->Forward(inputs));
+        TESSERA_ASSIGN_OR_RETURN(out, tm->Forward(batch.inputs));
       }
-      Tensor loss = loss_of(out.at(0));
+      Tensor loss = loss_of(out.at(0), batch.target);
       const double value = loss.Item();
       graph::Backward(loss);
       opt.Step();
@@ -183,6 +240,7 @@ Status Train(const TrainArgs& a) {
   if (!a.save.empty()) TESSERA_RETURN_IF_ERROR(onnx::SaveModelWithInitializers(a.model, tm->Initializers(), a.save));
   nlohmann::json j = {{"model", a.model},
                       {"steps", a.steps},
+                      {"batches", batches.size()},
                       {"loss", a.loss},
                       {"first_loss", losses.front()},
                       {"final_loss", losses.back()},
@@ -302,8 +360,8 @@ Status Run(const RunArgs& a) {
     j.push_back(o);
   }
   if (a.json) {
-    nlohmann::json doc{{"model", a.model},     {"outputs", j},           {"seconds", seconds},
-                       {"seconds_median", median}, {"engine", engine}};
+    nlohmann::json doc{
+        {"model", a.model}, {"outputs", j}, {"seconds", seconds}, {"seconds_median", median}, {"engine", engine}};
     if (engine == "interpreter") doc["peak_live_bytes"] = interp.peak_live_bytes();
     if (!engine_note.empty()) doc["engine_note"] = engine_note;
     std::printf("%s\n", doc.dump(2).c_str());
@@ -415,8 +473,10 @@ void RegisterOnnxCommand(CLI::App& app) {
   CLI::App* tr = cmd->add_subcommand("train", "fine-tune a model's float initializers toward a target (AdamW)");
   tr->add_option("model", train->model, "the .onnx file")->required();
   tr->add_option("--input", train->inputs, "NAME=FILE.pb, one per graph input (the training batch)")->take_all();
-  tr->add_option("--target", train->target, "FILE.pb: float targets (mse) or int64 classes (cross-entropy)")
-      ->required();
+  tr->add_option("--target", train->target, "FILE.pb: float targets (mse) or int64 classes (cross-entropy)");
+  tr->add_option("--data", train->data,
+                 "DIR of batches instead of --input / --target: each subfolder holds input_K.pb (the model's K-th "
+                 "input) and output_0.pb (the target), as ONNX's test_data_set_N folders; cycled in name order");
   tr->add_option("--loss", train->loss, "mse (default) or cross-entropy, on the model's first output");
   tr->add_option("--steps", train->steps, "optimizer steps (default 100)");
   tr->add_option("--lr", train->lr, "AdamW learning rate (default 1e-3)");
