@@ -116,6 +116,19 @@ StatusOr<std::map<std::string, Value>> LoadInputs(const onnx::Model& model, cons
   return inputs;
 }
 
+// The --input values as the tensors TrainableModel::Forward takes (its
+// input_names() order).
+StatusOr<std::vector<Tensor>> BindInputs(const onnx::TrainableModel& tm, const std::map<std::string, Value>& given) {
+  std::vector<Tensor> inputs;
+  for (const std::string& name : tm.input_names()) {
+    auto it = given.find(name);
+    if (it == given.end() || !it->second.is_tensor()) return InvalidArgument("--input {}=FILE.pb is missing", name);
+    TESSERA_ASSIGN_OR_RETURN(Tensor t, onnx::TensorFromArray(it->second.tensor, "input '" + name + "'"));
+    inputs.push_back(t);
+  }
+  return inputs;
+}
+
 // One training batch: the model's inputs (input_names() order) and the target.
 struct TrainBatch {
   std::vector<Tensor> inputs;
@@ -143,12 +156,7 @@ StatusOr<std::vector<TrainBatch>> LoadBatches(const TrainArgs& a, const onnx::Mo
   if (a.data.empty()) {
     if (a.target.empty()) return InvalidArgument("give --target FILE.pb (with --input), or --data DIR");
     TrainBatch b;
-    for (const std::string& name : tm.input_names()) {
-      auto it = given.find(name);
-      if (it == given.end() || !it->second.is_tensor()) return InvalidArgument("--input {}=FILE.pb is missing", name);
-      TESSERA_ASSIGN_OR_RETURN(Tensor t, onnx::TensorFromArray(it->second.tensor, "input '" + name + "'"));
-      b.inputs.push_back(t);
-    }
+    TESSERA_ASSIGN_OR_RETURN(b.inputs, BindInputs(tm, given));
     TESSERA_ASSIGN_OR_RETURN(b.target, target_of(a.target));
     batches.push_back(std::move(b));
     return batches;
@@ -275,13 +283,7 @@ StatusOr<LoweredRun> RunLowered(const onnx::Model& model, const std::map<std::st
   onnx::TrainableOptions options;
   options.training = false;
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<onnx::TrainableModel> tm, onnx::TrainableModel::Create(model, options));
-  std::vector<Tensor> inputs;
-  for (const std::string& name : tm->input_names()) {
-    auto it = given.find(name);
-    if (it == given.end() || !it->second.is_tensor()) return InvalidArgument("--input {}=FILE.pb is missing", name);
-    TESSERA_ASSIGN_OR_RETURN(Tensor t, onnx::TensorFromArray(it->second.tensor, "input '" + name + "'"));
-    inputs.push_back(t);
-  }
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<Tensor> inputs, BindInputs(*tm, given));
   graph::NoGradGuard no_grad;
   Status failure = Status::Ok();
   graph::GraphFunction f("onnx", [&](const std::vector<Tensor>& in) {

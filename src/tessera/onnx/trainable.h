@@ -62,9 +62,10 @@ struct TrainableOptions {
 
 class TrainableModel {
  public:
-  // Checks that every node of `model`'s main graph has a lowering (the
-  // first one without names itself) and makes the parameters. The model
-  // is copied; nothing refers to `model` afterwards.
+  // Fuses exported LayerNorms, decides how each node of the main graph runs
+  // (folded when its inputs are static, else through a lowering: the first
+  // node with neither names itself) and makes the parameters. The model is
+  // copied; nothing refers to `model` afterwards.
   static StatusOr<std::unique_ptr<TrainableModel>> Create(const Model& model, const TrainableOptions& options = {});
 
   // Graph inputs that are not initializers, in the model's order: the
